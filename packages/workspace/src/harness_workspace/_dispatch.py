@@ -30,7 +30,7 @@ from harness_workspace._types import (
     WorkspaceSnapshot,
     WriteFileRequest,
 )
-from harness_workspace._validation import parse_request, validate_result
+from harness_workspace._validation import parse_request
 
 __all__ = ["bind_workspace", "invoke_workspace_operation", "restrict_workspace"]
 
@@ -51,9 +51,6 @@ _ROUTINE_TYPES: Final = (
     classmethod,
 )
 _VOCABULARY: Final = frozenset(WORKSPACE_CAPABILITIES)
-
-
-_OPERATION_INDEX: Final = {capability: index for index, capability in enumerate(WORKSPACE_CAPABILITIES)}
 
 
 async def _settle(result: object) -> object:
@@ -281,12 +278,12 @@ async def invoke_workspace_operation(workspace: object, request: object) -> obje
         WorkspaceOperationUnknownError: an operation outside the vocabulary.
         WorkspaceOperationUnsupportedError: the workspace lacks one of the seven operations.
     """
-    operation, arguments = parse_request(request)
+    rule, arguments = parse_request(request)
     if type(workspace) is _BoundWorkspace or type(workspace) is _WorkspaceView:
         methods = workspace._methods
     else:
         methods = _capture(workspace)
-    result = methods[_OPERATION_INDEX[operation]](*arguments)
+    result = methods[rule.index](*arguments)
     if is_awaitable(result):
         result = await result
-    return validate_result(operation, result)
+    return rule.validate_result(result)

@@ -115,21 +115,22 @@ class MemoryWorkspace:
         return outcome
 
     async def diff(self) -> str:
-        """Return a unified diff of every file changed since construction, in path order."""
+        """Return a unified diff of every file added or changed since construction, in path order."""
         self._enter("diff")
         await trio.lowlevel.checkpoint()
+        # The contract has no delete, so files are only ever added or changed.
         chunks: list[str] = []
-        for name in sorted(self._baseline.keys() | self._files.keys()):
+        for name in sorted(self._files):
             before = self._baseline.get(name)
-            after = self._files.get(name)
+            after = self._files[name]
             if before == after:
                 continue
             chunks.extend(
                 difflib.unified_diff(
                     (before or "").splitlines(keepends=True),
-                    (after or "").splitlines(keepends=True),
+                    after.splitlines(keepends=True),
                     fromfile="/dev/null" if before is None else f"a/{name}",
-                    tofile="/dev/null" if after is None else f"b/{name}",
+                    tofile=f"b/{name}",
                 )
             )
         return "".join(chunks)

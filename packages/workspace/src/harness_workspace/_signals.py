@@ -36,12 +36,16 @@ class AbortSignal:
     subclassed, so the exact type is a brand the dispatcher can trust.
     """
 
-    __slots__ = ("__weakref__", "_aborted", "_dependents", "_event", "_reason", "_scopes")
+    __slots__ = ("__weakref__", "_aborted", "_dependents", "_event", "_reason", "_scopes", "_sources")
 
     _aborted: bool
     _reason: object
     _event: trio.Event | None
     _dependents: weakref.WeakSet[AbortSignal] | None
+    # For a signal made by ``any``: the controller-owned signals it follows. Nested
+    # combinations are flattened onto these sources, so a dropped intermediate combination
+    # cannot cut the link (sources hold dependents weakly; dependents hold sources).
+    _sources: tuple[AbortSignal, ...] | None
     _scopes: list[trio.CancelScope] | None
 
     def __new__(cls, *args: object, **kwargs: object) -> NoReturn:
@@ -100,8 +104,10 @@ class AbortSignal:
         """Return a new signal that aborts when the first of ``signals`` does.
 
         If an input is already aborted the new signal starts aborted with the first such
-        input's reason. Inputs hold the new signal weakly, so a long-lived input passed to
-        many operations accumulates no children.
+        input's reason. The new signal is linked to the controller-owned signals behind its
+        inputs (a combined input is flattened onto its own sources), which hold it weakly:
+        a long-lived signal passed to many operations accumulates no children, and dropping
+        an intermediate combination does not cut the link.
 
         Raises:
             TypeError: ``signals`` is not iterable or holds something other than a genuine
@@ -113,12 +119,16 @@ class AbortSignal:
         for candidate in inputs:
             if candidate._aborted:
                 return _new_signal(aborted=True, reason=candidate._reason)
-        dependent = _new_signal(aborted=False, reason=None)
+        sources: dict[int, AbortSignal] = {}
         for candidate in inputs:
-            dependents = candidate._dependents
+            for source in candidate._sources or (candidate,):
+                sources.setdefault(id(source), source)
+        dependent = _new_signal(aborted=False, reason=None, sources=tuple(sources.values()))
+        for source in sources.values():
+            dependents = source._dependents
             if dependents is None:
                 dependents = weakref.WeakSet[AbortSignal]()
-                object.__setattr__(candidate, "_dependents", dependents)
+                object.__setattr__(source, "_dependents", dependents)
             dependents.add(dependent)
         return dependent
 
@@ -131,7 +141,9 @@ class AbortSignal:
 _AbortSignal: Final = AbortSignal
 
 
-def _new_signal(*, aborted: bool, reason: object) -> AbortSignal:
+def _new_signal(
+    *, aborted: bool, reason: object, sources: tuple[AbortSignal, ...] | None = None
+) -> AbortSignal:
     signal = object.__new__(_AbortSignal)
     set_field = object.__setattr__
     set_field(signal, "_aborted", aborted)
@@ -139,6 +151,7 @@ def _new_signal(*, aborted: bool, reason: object) -> AbortSignal:
     set_field(signal, "_event", None)
     set_field(signal, "_dependents", None)
     set_field(signal, "_scopes", None)
+    set_field(signal, "_sources", sources)
     return signal
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final, Literal, Protocol, Required, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, Required, TypeAlias, TypedDict
 
 import msgspec
 
@@ -27,7 +27,13 @@ __all__ = [
     "WriteFileRequest",
 ]
 
-JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = "bool | int | float | str | Sequence[JsonValue] | Mapping[str, JsonValue] | None"
+else:
+    # At run time the alias is one level deep, so that ``typing.get_type_hints`` resolves it
+    # from any module and msgspec can decode and encode it (it supports no recursive
+    # aliases); nested values are then arbitrary JSON.
+    JsonValue = bool | int | float | str | Sequence[Any] | Mapping[str, Any] | None
 """Arbitrary JSON data: the only place the contract admits an open-ended value."""
 
 WorkspaceCapability: TypeAlias = Literal[

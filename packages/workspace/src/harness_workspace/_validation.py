@@ -10,7 +10,7 @@ input always yields one error.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Final, final
 
 from harness_workspace._errors import (
     WorkspaceOperationMalformedError,
@@ -20,19 +20,10 @@ from harness_workspace._errors import (
 from harness_workspace._exact import is_array, is_object
 from harness_workspace._metadata import MAX_ARRAY_LENGTH, MAX_SAFE_INTEGER, normalize_metadata
 from harness_workspace._signals import link_signal
-from harness_workspace._types import CommandRequest, CommandResult, WorkspaceSnapshot
+from harness_workspace._types import WORKSPACE_CAPABILITIES, CommandRequest, CommandResult, WorkspaceSnapshot
 
-__all__ = ["parse_request", "validate_result"]
+__all__ = ["OPERATIONS", "OperationRule", "parse_request"]
 
-_ALLOWED_KEYS: Final[dict[str, frozenset[str]]] = {
-    "read_file": frozenset({"operation", "path"}),
-    "list_files": frozenset({"operation", "path"}),
-    "write_file": frozenset({"operation", "path", "contents"}),
-    "execute": frozenset({"operation", "command"}),
-    "diff": frozenset({"operation"}),
-    "snapshot": frozenset({"operation"}),
-    "dispose": frozenset({"operation"}),
-}
 _COMMAND_KEYS: Final = frozenset({"argv", "cwd", "timeout_ms", "signal"})
 _COMMAND_RESULT_KEYS: Final = frozenset({"exit_code", "stdout", "stderr", "timed_out"})
 _SNAPSHOT_KEYS: Final = frozenset({"id", "created_at", "metadata"})
@@ -48,8 +39,8 @@ def _malformed(message: str, operation: str | None) -> WorkspaceOperationMalform
 # ------------------------------------------------------------------ requests
 
 
-def parse_request(request: object) -> tuple[str, tuple[object, ...]]:
-    """Check a request envelope and its fields; return the operation and its arguments.
+def parse_request(request: object) -> tuple[OperationRule, tuple[object, ...]]:
+    """Check a request envelope and its fields; return the operation's rule and its arguments.
 
     The arguments are fresh or immutable: strings are passed on as the same objects, and
     an ``execute`` command becomes a new :class:`CommandRequest` with a tuple ``argv`` and a
@@ -73,15 +64,14 @@ def parse_request(request: object) -> tuple[str, tuple[object, ...]]:
         raise WorkspaceOperationRequiredError("workspace operation name is required")
     if type(operation) is not str or not operation:
         raise _malformed("workspace operation name must be a nonempty string", None)
-    parse_fields = _FIELD_PARSERS.get(operation)
-    if parse_fields is None:
+    rule = OPERATIONS.get(operation)
+    if rule is None:
         raise WorkspaceOperationUnknownError(operation)
-    allowed = _ALLOWED_KEYS[operation]
-    if not request.keys() <= allowed:
+    if not request.keys() <= rule.allowed_keys:
         for key in request:
-            if key not in allowed:
+            if key not in rule.allowed_keys:
                 raise _malformed(f"workspace operation contains unexpected property {key!r}", operation)
-    return operation, parse_fields(request)
+    return rule, rule.parse_fields(request)
 
 
 def _require_path(path: object, operation: str) -> str:
@@ -169,39 +159,31 @@ def _parse_argv(argv: object) -> tuple[str, ...]:
     return items  # type: ignore[return-value]  # every item was checked to be an exact str
 
 
-_FIELD_PARSERS: Final[dict[str, Callable[[dict[object, object]], tuple[object, ...]]]] = {
-    "read_file": _read_file_fields,
-    "write_file": _write_file_fields,
-    "list_files": _list_files_fields,
-    "execute": _execute_fields,
-    "diff": _no_fields,
-    "snapshot": _no_fields,
-    "dispose": _no_fields,
-}
-
-
 # ------------------------------------------------------------------ results
 
 
-def validate_result(operation: str, result: object) -> object:
-    """Check an adapter's return value for ``operation`` and return a detached copy.
+def _validate_read_file(result: object) -> object:
+    if type(result) is not str:
+        raise _malformed("read_file returned a non-string result", "read_file")
+    return result
 
-    Raises:
-        WorkspaceOperationMalformedError: the result does not have the promised shape.
-    """
-    if operation in ("read_file", "diff"):
-        if type(result) is not str:
-            raise _malformed(f"{operation} returned a non-string result", operation)
-        return result
-    if operation in ("write_file", "dispose"):
-        if result is not None:
-            raise _malformed(f"{operation} returned a non-void result", operation)
-        return None
-    if operation == "list_files":
-        return _validate_path_list(result)
-    if operation == "execute":
-        return _validate_command_result(result)
-    return _validate_snapshot(result)
+
+def _validate_diff(result: object) -> object:
+    if type(result) is not str:
+        raise _malformed("diff returned a non-string result", "diff")
+    return result
+
+
+def _validate_write_file(result: object) -> object:
+    if result is not None:
+        raise _malformed("write_file returned a non-void result", "write_file")
+    return None
+
+
+def _validate_dispose(result: object) -> object:
+    if result is not None:
+        raise _malformed("dispose returned a non-void result", "dispose")
+    return None
 
 
 def _validate_path_list(result: object) -> list[str]:
@@ -259,3 +241,50 @@ def _validate_snapshot(result: object) -> WorkspaceSnapshot:
         raise _malformed("snapshot.created_at must be a nonempty string", "snapshot")
     metadata = normalize_metadata(fields.get("metadata"))
     return WorkspaceSnapshot(id=snapshot_id, created_at=created_at, metadata=metadata)
+
+
+# ------------------------------------------------------------------ the vocabulary
+
+
+@final
+class OperationRule:
+    """Everything the dispatcher needs to know about one operation, looked up once per call."""
+
+    __slots__ = ("allowed_keys", "index", "name", "parse_fields", "validate_result")
+
+    def __init__(
+        self,
+        name: str,
+        allowed_keys: frozenset[str],
+        parse_fields: Callable[[dict[object, object]], tuple[object, ...]],
+        validate_result: Callable[[object], object],
+    ) -> None:
+        self.name = name
+        self.index = WORKSPACE_CAPABILITIES.index(name)
+        self.allowed_keys = allowed_keys
+        self.parse_fields = parse_fields
+        self.validate_result = validate_result
+
+
+OPERATIONS: Final[dict[str, OperationRule]] = {
+    rule.name: rule
+    for rule in (
+        OperationRule("read_file", frozenset({"operation", "path"}), _read_file_fields, _validate_read_file),
+        OperationRule(
+            "write_file",
+            frozenset({"operation", "path", "contents"}),
+            _write_file_fields,
+            _validate_write_file,
+        ),
+        OperationRule(
+            "list_files", frozenset({"operation", "path"}), _list_files_fields, _validate_path_list
+        ),
+        OperationRule(
+            "execute", frozenset({"operation", "command"}), _execute_fields, _validate_command_result
+        ),
+        OperationRule("diff", frozenset({"operation"}), _no_fields, _validate_diff),
+        OperationRule("snapshot", frozenset({"operation"}), _no_fields, _validate_snapshot),
+        OperationRule("dispose", frozenset({"operation"}), _no_fields, _validate_dispose),
+    )
+}
+"""The seven operations, in canonical order."""
