@@ -1,0 +1,73 @@
+"""harness-tools: reviewed tools whose effects go only through an injected workspace.
+
+A tool declares what it may reach with an execution boundary (:func:`create_bounded_tool`),
+bound to the tool object's identity. The runtime hands a workspace tool a one-operation view
+of the workspace and nothing wider; this package itself never touches the host.
+"""
+
+from harness_tools._arguments import ArgumentLimits, parse_tool_arguments
+from harness_tools._boundaries import (
+    REVIEWED_WORKSPACE_CAPABILITIES,
+    PureBoundary,
+    SandboxBoundary,
+    ToolExecutionBoundary,
+    WorkspaceBoundary,
+    create_bounded_tool,
+    get_tool_execution_boundary,
+)
+from harness_tools._echo import create_echo_tool
+from harness_tools._errors import (
+    TOOL_ARGUMENTS_INVALID,
+    TOOL_EXECUTION_BOUNDARY_INVALID,
+    TOOL_WORKSPACE_INVALID_ROOT,
+    TOOL_WORKSPACE_READ_FAILED,
+    TOOL_WORKSPACE_TOO_LARGE,
+    InvalidToolArgumentsError,
+    InvalidToolExecutionBoundaryError,
+    ToolError,
+    WorkspaceFileAccessError,
+)
+from harness_tools._model import (
+    Tool,
+    ToolExecute,
+    ToolExecutionContext,
+    ToolPermissionIntent,
+    create_tool,
+    schema_for_parameters,
+)
+from harness_tools._read_file import READ_FILE_MAX_BYTES, ReadFileParameters, create_read_file_tool
+from harness_tools._registry import ToolRegistry
+from harness_tools._version import __version__
+
+__all__ = [
+    "READ_FILE_MAX_BYTES",
+    "REVIEWED_WORKSPACE_CAPABILITIES",
+    "TOOL_ARGUMENTS_INVALID",
+    "TOOL_EXECUTION_BOUNDARY_INVALID",
+    "TOOL_WORKSPACE_INVALID_ROOT",
+    "TOOL_WORKSPACE_READ_FAILED",
+    "TOOL_WORKSPACE_TOO_LARGE",
+    "ArgumentLimits",
+    "InvalidToolArgumentsError",
+    "InvalidToolExecutionBoundaryError",
+    "PureBoundary",
+    "ReadFileParameters",
+    "SandboxBoundary",
+    "Tool",
+    "ToolError",
+    "ToolExecute",
+    "ToolExecutionBoundary",
+    "ToolExecutionContext",
+    "ToolPermissionIntent",
+    "ToolRegistry",
+    "WorkspaceBoundary",
+    "WorkspaceFileAccessError",
+    "__version__",
+    "create_bounded_tool",
+    "create_echo_tool",
+    "create_read_file_tool",
+    "create_tool",
+    "get_tool_execution_boundary",
+    "parse_tool_arguments",
+    "schema_for_parameters",
+]
