@@ -1,0 +1,76 @@
+"""Policy: the pure rule engine, anchored globs, path scope and the permission port.
+
+``decide(permissions, action, subject)`` turns a permission map (a task manifest's
+``permissions``, for example) into a :class:`Decision`; :func:`compile_rules` does the same
+work once for many decisions. The permission port (:class:`PermissionController`) is what a
+runtime consults per tool call; :class:`RulePermissionController` adapts a permission map
+to it. Nothing here touches the host.
+"""
+
+from harness_kernel._glob import (
+    CompiledGlob,
+    check_changed_paths,
+    compile_glob,
+    match_glob,
+    path_allowed,
+    translate,
+)
+from harness_kernel._permission import (
+    MAX_ID_CHARS,
+    MAX_REASON_CHARS,
+    PermissionController,
+    PermissionDecision,
+    PermissionRequest,
+    PermissionResolution,
+    PermissionResolve,
+    RulePermissionController,
+)
+from harness_kernel._policy_errors import (
+    POLICY_INVALID_INPUT,
+    POLICY_INVALID_RULES,
+    InvalidPermissionRulesError,
+    InvalidPolicyInputError,
+)
+from harness_kernel._rules import (
+    EFFECTS,
+    RANK,
+    CompiledRules,
+    Decision,
+    Effect,
+    PermissionMap,
+    Rule,
+    compile_rules,
+    decide,
+)
+from harness_tools import ToolPermissionIntent
+
+__all__ = [
+    "EFFECTS",
+    "MAX_ID_CHARS",
+    "MAX_REASON_CHARS",
+    "POLICY_INVALID_INPUT",
+    "POLICY_INVALID_RULES",
+    "RANK",
+    "CompiledGlob",
+    "CompiledRules",
+    "Decision",
+    "Effect",
+    "InvalidPermissionRulesError",
+    "InvalidPolicyInputError",
+    "PermissionController",
+    "PermissionDecision",
+    "PermissionMap",
+    "PermissionRequest",
+    "PermissionResolution",
+    "PermissionResolve",
+    "Rule",
+    "RulePermissionController",
+    "ToolPermissionIntent",
+    "check_changed_paths",
+    "compile_glob",
+    "compile_rules",
+    "decide",
+    "match_glob",
+    "path_allowed",
+    "translate",
+]
