@@ -1,0 +1,637 @@
+"""Walking the trees, reading sources, the content-hash cache and the worker pool (spec §2, §10, §11).
+
+libcst is imported (through ``_analysis``) only when some file misses the cache, so a warm
+run over an unchanged tree walks, reads and hashes, and never pays for the parser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import multiprocessing
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing.context import BaseContext
+from pathlib import Path, PurePath
+from typing import Final, TypeGuard, cast
+
+from harness_import_boundary._config import ExcludeMatcher
+from harness_import_boundary._model import (
+    RULES,
+    BoundaryConfig,
+    Finding,
+    Forbidden,
+    RawFinding,
+    parse_forbidden,
+)
+from harness_import_boundary._suppress import SuppressionComment, apply_suppressions, parse_suppressions
+from harness_import_boundary._version import __version__
+
+__all__ = [
+    "MAX_DEFAULT_JOBS",
+    "SOURCE_SUFFIXES",
+    "TOOL_NAME",
+    "FileAnalysis",
+    "ScanReport",
+    "analyze_batch",
+    "analyze_misses",
+    "check_paths",
+    "effective_jobs",
+    "scan",
+]
+
+TOOL_NAME: Final = "harness-import-boundary"
+SOURCE_SUFFIXES: Final = (".py", ".pyi")
+MAX_DEFAULT_JOBS: Final = 8
+"""``jobs = 0`` means min(CPU count, this)."""
+
+PARSER_DIED_FORM: Final = "unparsable-source"
+PARSER_DIED_MESSAGE: Final = "parser process died"
+
+_CACHE_FORMAT: Final = 1
+_CHUNKS_PER_WORKER: Final = 16
+
+_REFUSAL_MESSAGES: Final = {
+    "symlink": "symbolic link is never followed",
+    "fifo": "named pipe (FIFO) is not a regular file",
+    "socket": "socket is not a regular file",
+    "device": "device is not a regular file",
+    "special": "entry is not a regular file",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FileAnalysis:
+    """What the cache stores for one file's bytes: its raw findings and suppression comments."""
+
+    raw: tuple[RawFinding, ...]
+    suppressions: tuple[SuppressionComment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """Everything a run found, for the output formats.
+
+    Attributes:
+        root: The config root.
+        findings: Every finding, suppressed ones included, sorted.
+        files: Source files scanned (refused entries not included).
+        cached: How many of them were answered from the cache.
+        source_lines: The stripped source line of each (path, line) that has a finding, as
+            bytes (SARIF fingerprints hash it); refused entries have none.
+        outside_root: The absolute location of each reported path outside the config root.
+    """
+
+    root: Path
+    findings: tuple[Finding, ...]
+    files: int
+    cached: int
+    source_lines: Mapping[tuple[str, int], bytes] = field(default_factory=dict[tuple[str, int], bytes])
+    outside_root: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+def check_paths(
+    paths: Sequence[str | os.PathLike[str]], config: BoundaryConfig, *, include_suppressed: bool = False
+) -> list[Finding]:
+    """Scan files and directories; return their findings sorted by path, line, column, rule, module.
+
+    The content-hash cache under ``config.cache_dir`` is read and written.
+
+    Args:
+        paths: Files and directories to scan instead of ``config.roots``; an empty sequence
+            scans the configured roots (those that exist).
+        config: The configuration, usually from :func:`load_config`.
+        include_suppressed: Also return suppressed findings (their ``suppression`` is set).
+
+    Raises:
+        FileNotFoundError: a given path does not exist.
+        ValueError: a file given explicitly does not end in ``.py`` or ``.pyi``.
+        OSError: a source file or directory cannot be read.
+    """
+    findings = scan(paths, config).findings
+    return [finding for finding in findings if include_suppressed or finding.suppression is None]
+
+
+def effective_jobs(jobs: int) -> int:
+    """The number of worker processes for a configured ``jobs`` (0 means min(CPU count, 8))."""
+    return jobs if jobs > 0 else min(os.cpu_count() or 1, MAX_DEFAULT_JOBS)
+
+
+def scan(
+    paths: Sequence[str | os.PathLike[str]], config: BoundaryConfig, *, use_cache: bool = True
+) -> ScanReport:
+    """Scan like :func:`check_paths`, and also report counts and what the output formats need.
+
+    Args:
+        paths: As for :func:`check_paths`.
+        config: The configuration.
+        use_cache: Read and write the content-hash cache; ``False`` does neither.
+
+    Raises:
+        FileNotFoundError: a given path does not exist.
+        ValueError: a file given explicitly does not end in ``.py`` or ``.pyi``.
+        OSError: a source file or directory cannot be read.
+    """
+    root = os.path.abspath(config.root)
+    walker = _Walker(ExcludeMatcher(config.exclude), os.path.join(root, config.cache_dir))
+    targets = [_explicit_target(root, path) for path in paths] if paths else _root_targets(root, config.roots)
+    for target in targets:
+        walker.add(target)
+
+    forbidden = parse_forbidden(config.forbidden)
+    cache = _Cache(Path(walker.cache_location)) if use_cache else None
+    forbidden_digest = hashlib.sha256(forbidden.digest_text().encode()).hexdigest()
+
+    sources: list[bytes] = []
+    analyses: list[FileAnalysis | None] = []
+    keys: list[str] = []
+    scanned: list[_Target] = []
+    refused = list(walker.refused)
+    for target in walker.files:
+        try:
+            source = _read_source(target.location)
+        except _RefusedEntryError as refusal:
+            refused.append((target, refusal.kind))
+            continue
+        key = _cache_key(forbidden_digest, source)
+        scanned.append(target)
+        sources.append(source)
+        keys.append(key)
+        analyses.append(cache.load(key) if cache is not None else None)
+
+    misses = [index for index, analysis in enumerate(analyses) if analysis is None]
+    cached = len(scanned) - len(misses)
+    if misses:
+        fresh, died = analyze_misses([sources[index] for index in misses], forbidden, config.jobs)
+        for position, index in enumerate(misses):
+            analyses[index] = fresh[position]
+            if cache is not None and position not in died:
+                cache.store(keys[index], fresh[position])
+
+    findings: list[Finding] = []
+    source_lines: dict[tuple[str, int], bytes] = {}
+    outside_root: dict[str, str] = {}
+    for target, kind in refused:
+        findings.append(_refusal_finding(target.display, kind))
+        if target.relative is None:
+            outside_root[target.display] = target.location
+    for target, source, maybe_analysis in zip(scanned, sources, analyses, strict=True):
+        analysis = _present(maybe_analysis)
+        file_findings = apply_suppressions(
+            target.display, analysis.raw, analysis.suppressions, unverifiable=config.unverifiable
+        )
+        if not file_findings:
+            continue
+        findings.extend(file_findings)
+        lines = source.splitlines()
+        for finding in file_findings:
+            text = lines[finding.line - 1] if 0 < finding.line <= len(lines) else b""
+            source_lines[(target.display, finding.line)] = text.strip()
+        if target.relative is None:
+            outside_root[target.display] = target.location
+    findings.sort(key=Finding.sort_key)
+    return ScanReport(
+        root=Path(root),
+        findings=tuple(findings),
+        files=len(scanned),
+        cached=cached,
+        source_lines=source_lines,
+        outside_root=outside_root,
+    )
+
+
+# ------------------------------------------------------------------ walking
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """An entry to scan: where it is, how it is reported, and its root-relative path if inside."""
+
+    location: str
+    display: str
+    relative: str | None
+
+    def child(self, name: str) -> _Target:
+        return _Target(
+            location=os.path.join(self.location, name),
+            display=_join(self.display, name),
+            relative=None if self.relative is None else _join(self.relative, name),
+        )
+
+
+def _join(parent: str, name: str) -> str:
+    return name if parent == "." else f"{parent}/{name}"
+
+
+def _root_targets(root: str, roots: Sequence[str]) -> list[_Target]:
+    targets: list[_Target] = []
+    for relative in roots:
+        location = os.path.normpath(os.path.join(root, relative))
+        # A configured root that does not exist is skipped: load_config already refused a
+        # configured one, so this is a default root that the project does not have (yet).
+        if os.path.lexists(location):
+            targets.append(_Target(location, PurePath(relative).as_posix(), PurePath(relative).as_posix()))
+    return targets
+
+
+def _explicit_target(root: str, path: str | os.PathLike[str]) -> _Target:
+    given = os.fspath(path)
+    location = os.path.abspath(given)
+    if not os.path.lexists(location):
+        raise FileNotFoundError(errno.ENOENT, "no such file or directory", given)
+    mode = os.lstat(location).st_mode
+    if stat.S_ISREG(mode) and not location.endswith(SOURCE_SUFFIXES):
+        raise ValueError(f"{given}: not a Python source file (.py or .pyi)")
+    if location == root or location.startswith(root.rstrip(os.sep) + os.sep):
+        relative = PurePath(os.path.relpath(location, root)).as_posix()
+        return _Target(location, relative, relative)
+    return _Target(location, PurePath(given).as_posix(), None)
+
+
+class _Walker:
+    """Collects the source files under targets, and refused entries, without following links."""
+
+    def __init__(self, exclude: ExcludeMatcher, cache_location: str) -> None:
+        self.exclude = exclude
+        self.cache_location = os.path.normpath(cache_location)
+        self.files: list[_Target] = []
+        self.refused: list[tuple[_Target, str]] = []
+        self._seen: set[str] = set()
+
+    def _excluded(self, target: _Target) -> bool:
+        relative = target.relative
+        return relative is not None and relative != "." and self.exclude.matches(relative)
+
+    def _first_visit(self, target: _Target) -> bool:
+        if target.location in self._seen:
+            return False
+        self._seen.add(target.location)
+        return True
+
+    def add(self, target: _Target) -> None:
+        if self._excluded(target) or not self._first_visit(target):
+            return
+        mode = os.lstat(target.location).st_mode
+        if stat.S_ISDIR(mode):
+            self._walk(target)
+        elif stat.S_ISREG(mode):
+            self.files.append(target)
+        else:
+            self.refused.append((target, _refusal_kind(mode)))
+
+    def _walk(self, top: _Target) -> None:
+        pending = [top]
+        while pending:
+            directory = pending.pop()
+            if directory.location == self.cache_location:
+                continue
+            with os.scandir(directory.location) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+            subdirectories: list[_Target] = []
+            for entry in entries:
+                target = directory.child(entry.name)
+                if self._excluded(target) or not self._first_visit(target):
+                    continue
+                if entry.is_symlink():
+                    self.refused.append((target, "symlink"))
+                elif entry.is_dir(follow_symlinks=False):
+                    subdirectories.append(target)
+                elif entry.is_file(follow_symlinks=False):
+                    if entry.name.endswith(SOURCE_SUFFIXES):
+                        self.files.append(target)
+                else:
+                    self.refused.append((target, _refusal_kind(entry.stat(follow_symlinks=False).st_mode)))
+            pending.extend(reversed(subdirectories))
+
+
+def _refusal_kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISFIFO(mode):
+        return "fifo"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "special"
+
+
+def _refusal_finding(path: str, kind: str) -> Finding:
+    return Finding(
+        path=path, line=1, column=1, module="", form=kind, message=_REFUSAL_MESSAGES[kind], rule="IB003"
+    )
+
+
+class _RefusedEntryError(Exception):
+    """The entry turned out not to be a regular file when it was opened."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+_OPEN_FLAGS: Final[int] = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in after the walk must not block the open
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _read_source(location: str) -> bytes:
+    """Read a source file's bytes, refusing what is not (or is no longer) a regular file.
+
+    Raises:
+        _RefusedEntryError: the entry is a link or not a regular file.
+        OSError: the file cannot be read.
+    """
+    try:
+        descriptor = os.open(location, _OPEN_FLAGS)
+    except OSError:
+        with contextlib.suppress(OSError):
+            mode = os.lstat(location).st_mode
+            if not stat.S_ISREG(mode):
+                raise _RefusedEntryError(_refusal_kind(mode)) from None
+        raise
+    with open(descriptor, "rb") as stream:
+        mode = os.fstat(stream.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            raise _RefusedEntryError(_refusal_kind(mode))
+        return stream.read()
+
+
+# ------------------------------------------------------------------ the content-hash cache
+
+
+def _cache_key(forbidden_digest: str, source: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in (__version__.encode(), forbidden_digest.encode()):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    digest.update(source)
+    return digest.hexdigest()
+
+
+class _Cache:
+    """Per-file analyses stored as ``<key>.json``; a bad entry is a miss, a failed write a warning."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._writable = True
+        self._created = False
+
+    def load(self, key: str) -> FileAnalysis | None:
+        try:
+            document: object = json.loads((self._directory / f"{key}.json").read_bytes())
+        except (OSError, ValueError):
+            return None
+        return _decode_entry(document, key)
+
+    def store(self, key: str, analysis: FileAnalysis) -> None:
+        if not self._writable:
+            return
+        payload = json.dumps(_encode_entry(key, analysis), separators=(",", ":")).encode()
+        try:
+            if not self._created:
+                self._directory.mkdir(parents=True, exist_ok=True)
+                self._created = True
+            descriptor, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self._directory)
+            try:
+                with open(descriptor, "wb") as stream:
+                    stream.write(payload)
+                os.replace(temporary, self._directory / f"{key}.json")
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+        except OSError as error:
+            self._writable = False
+            print(
+                f"{TOOL_NAME}: warning: cannot write the cache in {self._directory} "
+                f"({error.strerror or error}); continuing without it",
+                file=sys.stderr,
+            )
+
+
+def _encode_entry(key: str, analysis: FileAnalysis) -> dict[str, object]:
+    return {
+        "format": _CACHE_FORMAT,
+        "version": __version__,
+        "key": key,
+        "findings": [
+            [item.rule, item.line, item.column, item.module, item.form, item.message] for item in analysis.raw
+        ],
+        "suppressions": [
+            [comment.line, comment.column, list(comment.rules), comment.reason, comment.error]
+            for comment in analysis.suppressions
+        ],
+    }
+
+
+def _decode_entry(document: object, key: str) -> FileAnalysis | None:
+    """Rebuild a cached analysis, or ``None`` for anything that is not exactly a current entry."""
+    if not _is_dict(document) or set(document) != {"format", "version", "key", "findings", "suppressions"}:
+        return None
+    if not _is_int(document["format"]) or document["format"] != _CACHE_FORMAT:
+        return None
+    if document["version"] != __version__ or document["key"] != key:
+        return None
+    findings, comments = document["findings"], document["suppressions"]
+    if not _is_list(findings) or not _is_list(comments):
+        return None
+    raw: list[RawFinding] = []
+    for item in findings:
+        if not _is_list(item) or len(item) != 6:
+            return None
+        rule, line, column, module, form, message = item
+        if not (
+            _is_str(rule)
+            and rule in RULES
+            and _is_int(line)
+            and _is_int(column)
+            and _is_str(module)
+            and _is_str(form)
+            and _is_str(message)
+        ):
+            return None
+        raw.append(RawFinding(rule, line, column, module, form, message))
+    suppressions: list[SuppressionComment] = []
+    for item in comments:
+        if not _is_list(item) or len(item) != 5:
+            return None
+        line, column, rules, reason, error = item
+        if not (_is_int(line) and _is_int(column) and _is_list(rules) and _is_str(reason)):
+            return None
+        if not (error is None or _is_str(error)):
+            return None
+        if not all(_is_str(rule) and rule in RULES for rule in rules):
+            return None
+        suppressions.append(SuppressionComment(line, column, tuple(cast("list[str]", rules)), reason, error))
+    return FileAnalysis(raw=tuple(raw), suppressions=tuple(suppressions))
+
+
+def _is_dict(value: object) -> TypeGuard[dict[str, object]]:
+    return type(value) is dict
+
+
+def _is_list(value: object) -> TypeGuard[list[object]]:
+    return type(value) is list
+
+
+def _is_str(value: object) -> TypeGuard[str]:
+    return type(value) is str
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return type(value) is int
+
+
+# ------------------------------------------------------------------ analysis, in-process or in a pool
+
+
+def analyze_batch(sources: Sequence[bytes], forbidden: Forbidden) -> list[FileAnalysis]:
+    """Analyse files' bytes: raw findings, and suppression comments unless the file is unparsable.
+
+    Runs in the checker's process or in a pool worker.
+    """
+    # Imported here so that libcst is loaded only when some file misses the cache.
+    from harness_import_boundary._analysis import analyze_source  # noqa: PLC0415
+
+    analyses: list[FileAnalysis] = []
+    for source in sources:
+        raw = sorted(analyze_source(source, forbidden), key=_raw_order)
+        # Comments in a file that does not parse would only add noise to its IB004.
+        unparsable = any(item.rule == "IB004" for item in raw)
+        suppressions = () if unparsable else tuple(parse_suppressions(source))
+        analyses.append(FileAnalysis(raw=tuple(raw), suppressions=suppressions))
+    return analyses
+
+
+def _raw_order(item: RawFinding) -> tuple[int, int, str, str, str, str]:
+    return (item.line, item.column, item.rule, item.module, item.form, item.message)
+
+
+def _parser_died() -> FileAnalysis:
+    died = RawFinding("IB004", 1, 1, "", PARSER_DIED_FORM, PARSER_DIED_MESSAGE)
+    return FileAnalysis(raw=(died,), suppressions=())
+
+
+_Analyze = Callable[[Sequence[bytes], Forbidden], list[FileAnalysis]]
+
+
+def analyze_misses(
+    sources: Sequence[bytes], forbidden: Forbidden, jobs: int, *, analyze: _Analyze = analyze_batch
+) -> tuple[list[FileAnalysis], set[int]]:
+    """Analyse the files that missed the cache; return their analyses, in order, and which died.
+
+    With one job the files are analysed in this process. Otherwise they go to a process pool
+    in chunks, largest files first; when a worker dies (libcst's native parser can overflow
+    the C stack), each file of the chunks it took down is analysed again alone, and a file
+    that kills its process is reported as IB004.
+
+    Args:
+        sources: The files' bytes.
+        forbidden: The effective forbidden entries.
+        jobs: The configured number of jobs.
+        analyze: The per-batch analysis; a module-level function, since the pool pickles it
+            by reference (tests substitute one that kills its worker).
+    """
+    workers = effective_jobs(jobs)
+    if workers == 1:
+        return analyze(sources, forbidden), set()
+    context = _pool_context()
+    results: list[FileAnalysis | None] = [None] * len(sources)
+    chunks = _chunks([len(source) for source in sources], workers)
+    stranded: list[int] = []
+    with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context) as executor:
+        submitted: list[tuple[list[int], Future[list[FileAnalysis]]]] = [
+            (chunk, executor.submit(analyze, [sources[index] for index in chunk], forbidden))
+            for chunk in chunks
+        ]
+        for chunk, future in submitted:
+            try:
+                for index, analysis in zip(chunk, future.result(), strict=True):
+                    results[index] = analysis
+            except BrokenProcessPool:
+                stranded.extend(chunk)
+    stranded.sort()
+    died: set[int] = set()
+    rescued = _analyze_alone([sources[index] for index in stranded], forbidden, context, analyze)
+    for index, analysis in zip(stranded, rescued, strict=True):
+        if analysis is None:
+            died.add(index)
+        results[index] = _parser_died() if analysis is None else analysis
+    return [_present(analysis) for analysis in results], died
+
+
+def _analyze_alone(
+    sources: Sequence[bytes], forbidden: Forbidden, context: BaseContext, analyze: _Analyze
+) -> list[FileAnalysis | None]:
+    """Analyse each file alone in a single-worker process, a fresh one after each death.
+
+    Returns each file's analysis, or ``None`` for a file whose analysis killed its process.
+    """
+    outcomes: list[FileAnalysis | None] = []
+    executor: ProcessPoolExecutor | None = None
+    try:
+        for source in sources:
+            if executor is None:
+                executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
+            try:
+                outcomes.append(executor.submit(analyze, [source], forbidden).result()[0])
+            except BrokenProcessPool:
+                outcomes.append(None)
+                executor.shutdown(wait=True)
+                executor = None
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True)
+    return outcomes
+
+
+def _chunks(sizes: Sequence[int], workers: int) -> list[list[int]]:
+    """Group file indices into chunks of about equal bytes, largest files first.
+
+    Large files travel alone and go out first; small ones are batched, so the pool balances
+    the load while paying little per-task overhead.
+    """
+    order = sorted(range(len(sizes)), key=lambda index: (-sizes[index], index))
+    budget = max(1, sum(sizes) // (workers * _CHUNKS_PER_WORKER))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    current_bytes = 0
+    for index in order:
+        current.append(index)
+        current_bytes += sizes[index]
+        if current_bytes >= budget:
+            chunks.append(current)
+            current, current_bytes = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _pool_context() -> BaseContext:
+    """A forkserver context preloading the analysis (and libcst) when available, else spawn.
+
+    Plain fork is avoided: the checker may run inside a threaded program, and forked
+    children would each import libcst again anyway.
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["harness_import_boundary._analysis"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def _present(analysis: FileAnalysis | None) -> FileAnalysis:
+    assert analysis is not None, "every file is analysed"
+    return analysis

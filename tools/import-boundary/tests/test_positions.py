@@ -1,0 +1,113 @@
+"""``start_positions`` gives libcst's own starts, without resolving positions for the whole tree.
+
+The reference is ``MetadataWrapper(module).resolve(PositionProvider)``: for every ``Name`` and
+``Attribute`` node of real standard-library files, and of copies rewritten with CRLF or lone
+CR line endings and tab indentation, the start must be the provider's (line, column + 1).
+"""
+
+from __future__ import annotations
+
+import re
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from harness_import_boundary._positions import start_positions
+
+STDLIB: Final = Path(sysconfig.get_paths()["stdlib"])
+LEADING_SPACES: Final = re.compile(rb"(?m)^((?:    )+)")
+
+
+def with_crlf(source: bytes) -> bytes:
+    return source.replace(b"\n", b"\r\n")
+
+
+def with_lone_cr(source: bytes) -> bytes:
+    return source.replace(b"\n", b"\r")
+
+
+def with_tabs(source: bytes) -> bytes:
+    """Indent with one tab per four leading spaces."""
+    return LEADING_SPACES.sub(lambda match: b"\t" * (len(match.group(1)) // 4), source)
+
+
+def mismatches(source: bytes) -> tuple[int, list[tuple[str, str, tuple[int, int], tuple[int, int] | None]]]:
+    """Compare with ``PositionProvider``: the number of nodes, and every node that disagrees."""
+    module = cst.parse_module(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    reference = wrapper.resolve(PositionProvider)
+    nodes = [node for node in reference if isinstance(node, cst.Name | cst.Attribute)]
+    starts = start_positions(module, nodes)
+    disagreements: list[tuple[str, str, tuple[int, int], tuple[int, int] | None]] = []
+    for node in nodes:
+        start = reference[node].start
+        expected = (start.line, start.column + 1)
+        if starts.get(id(node)) != expected:
+            snippet = module.code_for_node(node)[:40]
+            disagreements.append((type(node).__name__, snippet, expected, starts.get(id(node))))
+    return len(nodes), disagreements
+
+
+def unchanged(source: bytes) -> bytes:
+    return source
+
+
+def with_tabs_and_crlf(source: bytes) -> bytes:
+    return with_crlf(with_tabs(source))
+
+
+REAL_FILES: Final = [
+    pytest.param("json/encoder.py", unchanged, id="json/encoder.py"),
+    pytest.param("argparse.py", unchanged, id="argparse.py"),
+    pytest.param("string.py", unchanged, id="string.py"),
+    pytest.param("textwrap.py", unchanged, id="textwrap.py"),
+    pytest.param("json/encoder.py", with_crlf, id="json/encoder.py with CRLF"),
+    pytest.param("json/decoder.py", with_lone_cr, id="json/decoder.py with lone CR"),
+    pytest.param("textwrap.py", with_tabs, id="textwrap.py indented with tabs"),
+    pytest.param("shlex.py", with_tabs_and_crlf, id="shlex.py with tabs and CRLF"),
+]
+
+
+@pytest.mark.parametrize(("relative", "rewrite"), REAL_FILES)
+def test_starts_agree_with_position_provider_on_standard_library_files(
+    relative: str, rewrite: Callable[[bytes], bytes]
+) -> None:
+    count, disagreements = mismatches(rewrite((STDLIB / relative).read_bytes()))
+
+    assert count > 300
+    assert disagreements == []
+
+
+SNIPPETS: Final = [
+    pytest.param(b"x\t=\t(a\t.b,\tc)\nif x:\n\ty = z\t.w\n", id="tabs inside lines"),
+    pytest.param(b"if a:\n\tif b:\n\t\tc = d.e\n\telse:\n\t\tf.g\n", id="nested tab indentation"),
+    pytest.param(b"x = a.b \\\n    .c\nif x:\r\n    y = \\\r\n        z.w\r\n", id="backslash continuations"),
+    pytest.param("ä = 'ö'; ü = ß.ç\n".encode(), id="non-ASCII names and strings"),
+    pytest.param(b"handler = (open)\nvalue = ((name))\ny = (\n    inner\n)\n", id="parenthesized names"),
+    pytest.param(
+        b"x = (a).b\ny = ((a.b)).c\nz = (a)(b).c\nw = (\n  a\n).b\nv = (a.b)\nu = [(a), (b.c)]\n",
+        id="parenthesized attributes and their values",
+    ),
+    pytest.param(b"return_ = (sep or ' ').join(parts)\n", id="an attribute of a parenthesized expression"),
+    pytest.param(b"# comment\n\n\n@decorator.attr\ndef f(a: T.U = (v)) -> W.X:\n    pass\n", id="decorators"),
+]
+
+
+@pytest.mark.parametrize("source", SNIPPETS)
+def test_starts_agree_with_position_provider_on_tricky_layouts(source: bytes) -> None:
+    _, disagreements = mismatches(source)
+
+    assert disagreements == []
+
+
+def test_only_the_requested_nodes_get_a_position() -> None:
+    module = cst.parse_module(b"import os\nx = os.path.join(a, b)\n")
+    wanted = [node for node in module.body[1].children if isinstance(node, cst.Assign)]
+
+    assert start_positions(module, []) == {}
+    assert start_positions(module, wanted) == {id(wanted[0]): (2, 1)}
