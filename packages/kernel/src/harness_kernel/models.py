@@ -1,0 +1,68 @@
+"""Models: the message vocabulary, the streaming model port and the scripted fake (spec §4).
+
+A :class:`ModelAdapter` answers a :class:`ModelRequest` with a stream of frames — text
+deltas, tool calls, then one :class:`ResponseCompletedFrame`. Legacy one-shot
+:class:`Model` implementations plug in through :func:`adapt_model`. :class:`FakeModel`
+plays :class:`ScriptedTurn` values for tests. Every record is a frozen msgspec Struct,
+camelCase when encoded; the records do not validate themselves (msgspec does not validate
+in ``__init__``): the message state and the runtime re-validate what they accept.
+"""
+
+from __future__ import annotations
+
+from harness_kernel._model_adapters import CompleteModelAdapter, FakeModel, ScriptedTurn, adapt_model
+from harness_kernel._model_types import (
+    MAX_MODEL_TEXT_DELTA_CHARS,
+    AssistantMessage,
+    ChatMessage,
+    CompletionRequest,
+    CompletionResponse,
+    FinishReason,
+    Model,
+    ModelAdapter,
+    ModelEvent,
+    ModelRequest,
+    ResponseCompletedFrame,
+    SystemMessage,
+    TextDeltaFrame,
+    ToolCall,
+    ToolCallFrame,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    add_usage,
+    empty_usage,
+    estimate_tokens,
+    normalize_model_text_deltas,
+)
+
+__all__ = [
+    "MAX_MODEL_TEXT_DELTA_CHARS",
+    "AssistantMessage",
+    "ChatMessage",
+    "CompleteModelAdapter",
+    "CompletionRequest",
+    "CompletionResponse",
+    "FakeModel",
+    "FinishReason",
+    "Model",
+    "ModelAdapter",
+    "ModelEvent",
+    "ModelRequest",
+    "ResponseCompletedFrame",
+    "ScriptedTurn",
+    "SystemMessage",
+    "TextDeltaFrame",
+    "ToolCall",
+    "ToolCallFrame",
+    "ToolDefinition",
+    "ToolMessage",
+    "Usage",
+    "UserMessage",
+    "adapt_model",
+    "add_usage",
+    "empty_usage",
+    "estimate_tokens",
+    "normalize_model_text_deltas",
+]
