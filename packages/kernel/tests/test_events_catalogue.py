@@ -7,12 +7,9 @@ must be reported at its dotted wire path.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+import kernel_event_examples as examples
 import msgspec
 import pytest
 
@@ -37,25 +34,6 @@ from harness_kernel.events import (
     is_event_type,
     serialize_event,
 )
-
-
-def _load_examples() -> ModuleType:
-    name = "harness_kernel_tests_event_examples"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("event_examples.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-if TYPE_CHECKING:
-    import event_examples as examples
-else:
-    examples = _load_examples()
 
 MIB: Final = 1_048_576
 DROP: Final = object()

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+import kernel_event_examples as examples
 import pytest
 
 from harness_kernel import HarnessError, is_harness_error
@@ -27,25 +24,6 @@ from harness_kernel.events import (
     deserialize_event,
 )
 from harness_kernel.events import Event as EventClass
-
-
-def _load_examples() -> ModuleType:
-    name = "harness_kernel_tests_event_examples"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("event_examples.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-if TYPE_CHECKING:
-    import event_examples as examples
-else:
-    examples = _load_examples()
 
 
 def loose(value: object) -> Any:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+import kernel_event_examples as examples
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,25 +22,6 @@ from harness_kernel.events import (
     deserialize_event,
     serialize_event,
 )
-
-
-def _load_examples() -> ModuleType:
-    name = "harness_kernel_tests_event_examples"
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("event_examples.py"))
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-if TYPE_CHECKING:
-    import event_examples as examples
-else:
-    examples = _load_examples()
 
 MAX_SAFE: Final = 2**53 - 1
 TYPED_ERRORS: Final = (EventParseError, EventVersionError, UnknownEventTypeError, EventSchemaError)

@@ -19,9 +19,9 @@ from typing import Final, Self, TypeVar
 import trio
 from msgspec import UNSET
 
-from harness_kernel._event_codec import deserialize_event, serialize_event
+from harness_kernel._event_codec import validate_event
 from harness_kernel._event_model import Event
-from harness_kernel._json import FrozenDict, JsonValue
+from harness_kernel._json import FrozenDict, JsonValue, encode_json
 from harness_kernel._store_records import (
     SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
@@ -88,9 +88,14 @@ def _lease_expiry(value: object) -> datetime | None:
 
 
 def _canonicalize(event: Event) -> tuple[Event, str]:
-    """Serialize → deserialize → serialize: the event as it will read back, and its stored text."""
-    decoded = deserialize_event(serialize_event(event))
-    return decoded, serialize_event(decoded).decode()
+    """The event as it will read back, and its stored text.
+
+    This is serialize → deserialize → serialize with one validation instead of three:
+    ``validate_event`` rebuilds the event exactly as decoding its wire form would, and
+    encoding a validated event is byte-stable, so the two extra passes add nothing.
+    """
+    decoded = validate_event(event)
+    return decoded, encode_json(decoded).decode()
 
 
 def _not_found(session_id: str) -> SessionStoreError:
