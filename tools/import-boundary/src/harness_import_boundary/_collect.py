@@ -1,0 +1,409 @@
+"""The walk: one pass over the libcst tree collecting scopes, bindings and references.
+
+Nothing is resolved here (imports excepted, which are reported where they stand); the
+resolver runs once the whole module is known, so resolution is flow-insensitive per scope.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import libcst as cst
+
+from harness_import_boundary._model import Forbidden
+from harness_import_boundary._syntax import (
+    PATH_CLASSES,
+    TYPE_CHECKING_NAMES,
+    WRITE_METHODS,
+    PendingFinding,
+    Reference,
+    Scope,
+    WriteAccess,
+    chain_parts,
+    dotted_name,
+    flatten_chain,
+    is_dynamic_loader,
+    resolve,
+)
+
+__all__ = ["Collector"]
+
+
+class _Leave:
+    """A stack marker: the walk has finished the children of ``node``."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: cst.CSTNode) -> None:
+        self.node = node
+
+
+# Tokens and whitespace never hold a name; the walk does not descend into them.
+_TRIVIA: Final = frozenset(
+    cls
+    for cls in vars(cst).values()
+    if isinstance(cls, type)
+    and issubclass(cls, cst.CSTNode)
+    and (
+        cls.__module__ in ("libcst._nodes.op", "libcst._nodes.whitespace")
+        or cls.__name__.startswith(("Left", "Right"))
+    )
+)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> tuple[str, ...]:
+    names = _CHILD_FIELDS.get(kind)
+    if names is None:
+        names = tuple(
+            item.name
+            for item in dataclasses.fields(kind)
+            if not item.name.startswith(("whitespace", "lpar", "rpar", "leading_lines", "lines_after"))
+            and item.name not in ("header", "footer", "trailing_whitespace", "semicolon", "comma", "newline")
+        )
+        _CHILD_FIELDS[kind] = names
+    return names
+
+
+def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    children: list[cst.CSTNode] = []
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if type(value) in (list, tuple):
+            for item in value:
+                if isinstance(item, cst.CSTNode) and type(item) not in _TRIVIA:
+                    children.append(item)
+        elif isinstance(value, cst.CSTNode) and type(value) not in _TRIVIA:
+            children.append(value)
+    return children
+
+
+class Collector:
+    """Collects scopes, import findings and references; resolves nothing until the end."""
+
+    def __init__(self, forbidden: Forbidden) -> None:
+        self.forbidden = forbidden
+        self.module_scope = Scope("module", None)
+        self.scope = self.module_scope
+        self.imports_pathlib = False
+        self.pending: list[PendingFinding] = []
+        self.references: list[Reference] = []
+        self.write_accesses: list[WriteAccess] = []
+        self._handled: set[int] = set()
+        self._scope_entries: dict[int, Scope] = {}
+        self._scope_stack: list[Scope] = []
+        self._call_of_func: dict[int, cst.Call] = {}
+        self._type_checking_blocks: set[int] = set()
+        self._type_checking_depth = 0
+        self._handlers: dict[type, Callable[[Any], object] | None] = {}
+
+    # -- the walk: pre-order, in source order, skipping tokens and whitespace
+
+    def walk(self, module: cst.Module) -> None:
+        """Visit every relevant node once; ``visit_<Type>`` returning False skips children."""
+        stack: list[cst.CSTNode | _Leave] = [module]
+        handlers = self._handlers
+        while stack:
+            item = stack.pop()
+            if type(item) is _Leave:
+                self._leave(item.node)
+                continue
+            node: cst.CSTNode = item  # pyright: ignore[reportAssignmentType] - narrowed by the type test
+            kind = type(node)
+            if kind not in handlers:
+                handlers[kind] = getattr(self, f"visit_{kind.__name__}", None)
+            handler = handlers[kind]
+            if handler is not None and handler(node) is False:
+                continue
+            key = id(node)
+            if key in self._scope_entries:
+                self._scope_stack.append(self.scope)
+                self.scope = self._scope_entries[key]
+                stack.append(_Leave(node))
+            if key in self._type_checking_blocks:
+                self._type_checking_depth += 1
+                stack.append(_Leave(node))
+            children = _children(node)
+            if children:
+                stack.extend(reversed(children))
+
+    def _leave(self, node: cst.CSTNode) -> None:
+        key = id(node)
+        if key in self._type_checking_blocks and self._type_checking_depth:
+            self._type_checking_blocks.discard(key)
+            self._type_checking_depth -= 1
+            return
+        if key in self._scope_entries:
+            self.scope = self._scope_stack.pop()
+
+    # -- bindings
+
+    def _bind(self, name: str, scope: Scope | None = None) -> None:
+        target = scope or self.scope
+        if name in target.global_names:
+            target = self.module_scope
+        target.bindings.add(name)
+
+    def _bind_import(self, name: str, qualified: str) -> None:
+        target = self.module_scope if name in self.scope.global_names else self.scope
+        target.imports.setdefault(name, []).append(qualified)
+
+    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None = None) -> None:
+        if isinstance(target, cst.Name):
+            self._handled.add(id(target))
+            self._bind(target.value)
+            if value is not None:
+                self.scope.assignments.setdefault(target.value, []).append(value)
+        elif isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._bind_target(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value)
+
+    def _report(self, node: cst.CSTNode, rule: str, module: str, form: str, message: str) -> None:
+        self.pending.append(PendingFinding(node, rule, module, form, message))
+
+    def _import_form(self, form: str) -> str:
+        return f"{form}:type-checking" if self._type_checking_depth else form
+
+    def _report_import_target(self, node: cst.CSTNode, target: str, form: str) -> bool:
+        """Report ``target`` if forbidden or a dynamic loader; return whether it was."""
+        if self.forbidden.match(target) is not None:
+            self._report(
+                node,
+                "IB001",
+                target,
+                self._import_form(form),
+                f'host module "{target}" is outside the Workspace boundary',
+            )
+            return True
+        if is_dynamic_loader(target):
+            self._report(
+                node,
+                "IB002",
+                target,
+                self._import_form("dynamic-loader"),
+                f'"{target}" loads code dynamically and cannot be verified',
+            )
+            return True
+        return False
+
+    # -- imports
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return self._import(node.names)
+
+    def visit_LazyImport(self, node: cst.LazyImport) -> bool:
+        return self._import(node.names)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return self._import_from(node.relative, node.module, node.names)
+
+    def visit_LazyImportFrom(self, node: cst.LazyImportFrom) -> bool:
+        return self._import_from(node.relative, node.module, node.names)
+
+    def _import(self, aliases: Sequence[cst.ImportAlias]) -> bool:
+        for alias in aliases:
+            target = dotted_name(alias.name)
+            if target == "pathlib" or target.startswith("pathlib."):
+                self.imports_pathlib = True
+            self._report_import_target(alias.name, target, "import")
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self._bind_import(alias.asname.name.value, target)
+            else:
+                head = target.split(".", 1)[0]
+                self._bind_import(head, head)
+        return False
+
+    def _import_from(
+        self,
+        relative: Sequence[cst.Dot],
+        module_node: cst.Attribute | cst.Name | None,
+        names: Sequence[cst.ImportAlias] | cst.ImportStar,
+    ) -> bool:
+        if relative or module_node is None:
+            # Relative imports never count; the names they bind are local values.
+            if not isinstance(names, cst.ImportStar):
+                for alias in names:
+                    bound = alias.evaluated_alias or alias.evaluated_name
+                    self._bind(bound.split(".", 1)[0])
+            return False
+        module = dotted_name(module_node)
+        if module == "pathlib" or module.startswith("pathlib."):
+            self.imports_pathlib = True
+        if isinstance(names, cst.ImportStar):
+            self._report_import_target(module_node, module, "from-import")
+            return False
+        for alias in names:
+            name = alias.evaluated_name
+            target = f"{module}.{name}"
+            self._report_import_target(alias.name, target, "from-import")
+            self._bind_import(alias.evaluated_alias or name, target)
+        return False
+
+    # -- scopes
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._handled.add(id(node.name))
+        self._bind(node.name.value)
+        scope = Scope("function", self.scope)
+        self._bind_parameters(node.params, scope)
+        self._scope_entries[id(node.body)] = scope
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        scope = Scope("function", self.scope)
+        self._bind_parameters(node.params, scope)
+        self._scope_entries[id(node.body)] = scope
+
+    def _bind_parameters(self, parameters: cst.Parameters, scope: Scope) -> None:
+        every: list[cst.Param] = [*parameters.posonly_params, *parameters.params, *parameters.kwonly_params]
+        if isinstance(parameters.star_arg, cst.Param):
+            every.append(parameters.star_arg)
+        if parameters.star_kwarg is not None:
+            every.append(parameters.star_kwarg)
+        for parameter in every:
+            self._handled.add(id(parameter.name))
+            scope.bindings.add(parameter.name.value)
+            if parameter.annotation is not None and self._annotates_path(parameter.annotation.annotation):
+                scope.path_annotated.add(parameter.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._handled.add(id(node.name))
+        self._bind(node.name.value)
+        self._scope_entries[id(node.body)] = Scope("class", self.scope)
+
+    def _enter_comprehension(self, node: cst.CSTNode) -> None:
+        self._scope_entries[id(node)] = Scope("comprehension", self.scope)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._enter_comprehension(node)
+
+    def visit_SetComp(self, node: cst.SetComp) -> None:
+        self._enter_comprehension(node)
+
+    def visit_DictComp(self, node: cst.DictComp) -> None:
+        self._enter_comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._enter_comprehension(node)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        for item in node.names:
+            self._handled.add(id(item.name))
+            self.scope.global_names.add(item.name.value)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            self._handled.add(id(item.name))
+            self._bind(item.name.value)
+
+    # -- binding statements
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind_target(target.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind_target(node.target, node.value)
+        if isinstance(node.target, cst.Name) and self._annotates_path(node.annotation.annotation):
+            self.scope.path_annotated.add(node.target.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind_target(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_target(node.target, node.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_target(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind_target(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._bind_target(node.name)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._handled.add(id(node.keyword))
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self._bind_target(node.name)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self._bind_target(node.name)
+
+    def visit_If(self, node: cst.If) -> None:
+        if self._is_type_checking(node.test):
+            self._type_checking_blocks.add(id(node.body))
+
+    # -- references
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._call_of_func[id(node.func)] = node
+        self._reference(node.func, call=node)
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        self._reference(node.value, subscript=node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in WRITE_METHODS or node.attr.value == "open":
+            self.write_accesses.append(
+                WriteAccess(
+                    self.scope, node.value, node.attr.value, node.attr, self._call_of_func.get(id(node))
+                )
+            )
+        self._handled.add(id(node.attr))
+        if id(node) not in self._handled:
+            self._reference(node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) not in self._handled:
+            self._reference(node)
+
+    def _reference(
+        self,
+        expression: cst.BaseExpression,
+        *,
+        call: cst.Call | None = None,
+        subscript: cst.Subscript | None = None,
+    ) -> None:
+        chain = flatten_chain(expression)
+        if chain is None or id(expression) in self._handled:
+            return
+        self._handled.update(id(part) for part in chain_parts(expression))
+        names, nodes = chain
+        self.references.append(Reference(self.scope, names, nodes, call, subscript))
+
+    # -- helpers that read the scopes built so far (imports precede their use)
+
+    def _qualified_now(self, expression: cst.BaseExpression) -> tuple[str, ...]:
+        chain = flatten_chain(expression)
+        if chain is None:
+            return ()
+        names, _ = chain
+        resolution = resolve(self.scope, names[0])
+        rest = "".join(f".{name}" for name in names[1:])
+        if resolution.builtin:
+            return (f"builtins.{names[0]}{rest}",)
+        return tuple(f"{qualified}{rest}" for qualified in resolution.qualified)
+
+    def _is_type_checking(self, test: cst.BaseExpression) -> bool:
+        return any(name in TYPE_CHECKING_NAMES for name in self._qualified_now(test))
+
+    def _annotates_path(self, annotation: cst.BaseExpression) -> bool:
+        if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+            return self._annotates_path(annotation.left) or self._annotates_path(annotation.right)
+        if isinstance(annotation, cst.Subscript):
+            wrapper = self._qualified_now(annotation.value)
+            if any(name in ("typing.Optional", "typing.Union") for name in wrapper):
+                return any(
+                    isinstance(element.slice, cst.Index) and self._annotates_path(element.slice.value)
+                    for element in annotation.slice
+                )
+            return False
+        return any(name in PATH_CLASSES for name in self._qualified_now(annotation))

@@ -1,0 +1,216 @@
+"""What the collector and the resolver share: scopes, records of references, name helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import libcst as cst
+
+PATH_CLASSES: Final = frozenset({"pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath"})
+PATH_DERIVATIONS: Final = frozenset(
+    {
+        "absolute",
+        "expanduser",
+        "joinpath",
+        "relative_to",
+        "resolve",
+        "with_name",
+        "with_stem",
+        "with_suffix",
+        "with_segments",
+        "readlink",
+    }
+)
+WRITE_METHODS: Final = frozenset(
+    {
+        "write_text",
+        "write_bytes",
+        "mkdir",
+        "unlink",
+        "rename",
+        "replace",
+        "touch",
+        "rmdir",
+        "symlink_to",
+        "hardlink_to",
+        "chmod",
+    }
+)
+UNKNOWN_RECEIVER_METHODS: Final = frozenset(
+    {"write_text", "write_bytes", "mkdir", "unlink", "touch", "rmdir", "symlink_to", "hardlink_to"}
+)
+TYPE_CHECKING_NAMES: Final = frozenset({"typing.TYPE_CHECKING", "typing_extensions.TYPE_CHECKING"})
+DUNDER_IMPORTS: Final = frozenset({"builtins.__import__", "importlib.__import__"})
+LOADER_MODULES: Final = frozenset({"runpy", "importlib.machinery"})
+LOADER_PREFIXES: Final = ("runpy.", "importlib.machinery.")
+EXACT_LOADERS: Final = frozenset(
+    {"importlib.util.spec_from_file_location", "importlib.util.module_from_spec"}
+)
+NON_PATH_LITERALS: Final = (
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.List,
+    cst.Tuple,
+    cst.Dict,
+    cst.Set,
+    cst.ListComp,
+    cst.SetComp,
+    cst.DictComp,
+    cst.GeneratorExp,
+)
+
+
+def is_dynamic_loader(name: str) -> bool:
+    return name in LOADER_MODULES or name.startswith(LOADER_PREFIXES) or name in EXACT_LOADERS
+
+
+@dataclass(eq=False)
+class Scope:
+    kind: Literal["module", "function", "class", "comprehension"]
+    parent: Scope | None
+    imports: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    bindings: set[str] = field(default_factory=set[str])
+    global_names: set[str] = field(default_factory=set[str])
+    assignments: dict[str, list[cst.BaseExpression]] = field(
+        default_factory=dict[str, list[cst.BaseExpression]]
+    )
+    path_annotated: set[str] = field(default_factory=set[str])
+    path_names: set[str] = field(default_factory=set[str])
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a name refers to: import targets, a builtin, or a local (unknown) value."""
+
+    qualified: tuple[str, ...]
+    builtin: bool
+    from_import: bool
+
+
+@dataclass(eq=False)
+class Reference:
+    """A load of a name or of a pure attribute chain ``base.a.b``, with how it is used."""
+
+    scope: Scope
+    names: list[str]
+    nodes: list[cst.CSTNode]
+    call: cst.Call | None = None
+    subscript: cst.Subscript | None = None
+
+
+@dataclass(eq=False)
+class WriteAccess:
+    """``receiver.<method>`` where the method may write through pathlib."""
+
+    scope: Scope
+    receiver: cst.BaseExpression
+    method: str
+    node: cst.CSTNode
+    call: cst.Call | None
+
+
+@dataclass(eq=False)
+class PendingFinding:
+    node: cst.CSTNode
+    rule: str
+    module: str
+    form: str
+    message: str
+
+
+def flatten_chain(expression: cst.BaseExpression) -> tuple[list[str], list[cst.CSTNode]] | None:
+    """Flatten ``a.b.c`` into names and nodes (the base Name, then each attribute's Name)."""
+    names: list[str] = []
+    nodes: list[cst.CSTNode] = []
+    current = expression
+    while isinstance(current, cst.Attribute):
+        names.append(current.attr.value)
+        nodes.append(current.attr)
+        current = current.value
+    if not isinstance(current, cst.Name):
+        return None
+    names.append(current.value)
+    nodes.append(current)
+    names.reverse()
+    nodes.reverse()
+    return names, nodes
+
+
+def chain_parts(expression: cst.BaseExpression) -> Iterator[cst.CSTNode]:
+    current = expression
+    while isinstance(current, cst.Attribute):
+        yield current
+        yield current.attr
+        current = current.value
+    yield current
+
+
+def dotted_name(expression: cst.BaseExpression) -> str:
+    if isinstance(expression, cst.Name):
+        return expression.value
+    if isinstance(expression, cst.Attribute):
+        return f"{dotted_name(expression.value)}.{expression.attr.value}"
+    raise TypeError(f"not a dotted name: {type(expression).__name__}")
+
+
+def static_string(expression: cst.BaseExpression) -> str | None:
+    """The value of a plain literal, an implicit concatenation of them, or a plain f-string."""
+    if isinstance(expression, cst.SimpleString):
+        value = expression.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(expression, cst.ConcatenatedString):
+        left = static_string(expression.left)
+        right = static_string(expression.right)
+        return None if left is None or right is None else left + right
+    if isinstance(expression, cst.FormattedString):
+        parts: list[str] = []
+        for part in expression.parts:
+            if not isinstance(part, cst.FormattedStringText):
+                return None
+            parts.append(part.value.replace("{{", "{").replace("}}", "}"))
+        return "".join(parts)
+    return None
+
+
+def call_argument(call: cst.Call, position: int, keyword: str | None) -> cst.BaseExpression | None:
+    """The argument passed at ``position`` or as ``keyword`` (``None`` when absent or unclear)."""
+    index = 0
+    for argument in call.args:
+        if argument.star:
+            return None  # *args / **kwargs: the position of what follows is unknown
+        if argument.keyword is not None:
+            if argument.keyword.value == keyword:
+                return argument.value
+            continue
+        if index == position:
+            return argument.value
+        index += 1
+    return None
+
+
+def resolve(scope: Scope, name: str) -> Resolution:
+    """Resolve ``name`` as seen from ``scope`` (class scopes are invisible to nested scopes)."""
+    current: Scope | None = scope
+    if name in scope.global_names:
+        while scope.parent is not None:
+            scope = scope.parent
+        current = scope
+    first = True
+    while current is not None:
+        if current.kind == "class" and not first:
+            current = current.parent
+            continue
+        imported = current.imports.get(name)
+        if imported is not None:
+            return Resolution(tuple(imported), builtin=False, from_import=True)
+        if name in current.bindings:
+            return Resolution((), builtin=False, from_import=False)
+        first = False
+        current = current.parent
+    return Resolution((), builtin=True, from_import=False)
