@@ -1,12 +1,41 @@
-"""harness-kernel: events, message state, models, policy, task manifests and the event store.
+"""harness-kernel: events, state, models, policy, manifests, the event store and the runtime.
 
 The submodules are the public surface (``harness_kernel.events``, ``state``, ``models``,
-``policy``, ``manifest``, ``store``). The package root re-exports the message-state names
-(the runtime's and the legacy loop's will join them) and the workspace contract types, the
-very objects of ``harness_workspace``.
+``policy``, ``manifest``, ``store``, ``runtime``, ``legacy``, ``evals``). The package root
+re-exports the public names of ``runtime``, ``legacy`` and ``state``, and the workspace
+contract types, the very objects of ``harness_workspace``.
 """
 
 from harness_kernel._errors import HarnessError, is_harness_error
+from harness_kernel.legacy import (
+    Budget,
+    BudgetExceededError,
+    InvalidModelResponseError,
+    InvalidToolResultError,
+    RunCanceledError,
+    RunOptions,
+    RunResult,
+    ToolExecutionError,
+    normalize_tool_json,
+    run_agent,
+)
+from harness_kernel.runtime import (
+    AgentRuntimeError,
+    EventAppendError,
+    InvalidRunInputError,
+    MinimalAgentRuntime,
+    ModelStreamError,
+    ModelTimeoutError,
+    RunAlreadyExistsError,
+    RunInput,
+    RunNotFoundError,
+    RunStream,
+    RunTerminalError,
+    RuntimeBudget,
+    RuntimeBudgetExceededError,
+    RuntimeConsumerError,
+    SteeringClosedError,
+)
 from harness_kernel.state import (
     InvalidMessageStateError,
     ModelContext,
@@ -18,11 +47,34 @@ from harness_kernel.state import (
 from harness_workspace import CommandRequest, CommandResult, Workspace, WorkspaceCapability, WorkspaceSnapshot
 
 __all__ = [
+    "AgentRuntimeError",
+    "Budget",
+    "BudgetExceededError",
     "CommandRequest",
     "CommandResult",
+    "EventAppendError",
     "HarnessError",
     "InvalidMessageStateError",
+    "InvalidModelResponseError",
+    "InvalidRunInputError",
+    "InvalidToolResultError",
+    "MinimalAgentRuntime",
     "ModelContext",
+    "ModelStreamError",
+    "ModelTimeoutError",
+    "RunAlreadyExistsError",
+    "RunCanceledError",
+    "RunInput",
+    "RunNotFoundError",
+    "RunOptions",
+    "RunResult",
+    "RunStream",
+    "RunTerminalError",
+    "RuntimeBudget",
+    "RuntimeBudgetExceededError",
+    "RuntimeConsumerError",
+    "SteeringClosedError",
+    "ToolExecutionError",
     "VersionedMessageState",
     "Workspace",
     "WorkspaceCapability",
@@ -31,4 +83,6 @@ __all__ = [
     "build_model_context",
     "create_message_state",
     "is_harness_error",
+    "normalize_tool_json",
+    "run_agent",
 ]

@@ -1,0 +1,108 @@
+"""The runtime's error family (spec §8.1): every error is an ``AgentRuntimeError`` with a stable ``code``."""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+from harness_kernel._errors import HarnessError
+
+__all__ = [
+    "AgentRuntimeError",
+    "BudgetMetric",
+    "EventAppendError",
+    "InvalidRunInputError",
+    "ModelStreamError",
+    "ModelTimeoutError",
+    "RunAlreadyExistsError",
+    "RunNotFoundError",
+    "RunTerminalError",
+    "RuntimeBudgetExceededError",
+    "RuntimeConsumerError",
+    "SteeringClosedError",
+]
+
+BudgetMetric: TypeAlias = Literal["steps", "tokens", "tool_calls"]
+
+
+class AgentRuntimeError(HarnessError):
+    """Base class of every error the runtime raises on purpose."""
+
+
+class InvalidRunInputError(AgentRuntimeError):
+    """A run input, a control argument or a value returned by an injected callable is invalid."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RUNTIME_INVALID_INPUT", message)
+
+
+class RunAlreadyExistsError(AgentRuntimeError):
+    """The run id is live or tombstoned on this runtime."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("RUNTIME_RUN_EXISTS", f'run "{run_id}" already exists')
+        self.run_id = run_id
+
+
+class RunNotFoundError(AgentRuntimeError):
+    """No run with this id was ever registered on this runtime."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("RUNTIME_RUN_NOT_FOUND", f'run "{run_id}" not found')
+        self.run_id = run_id
+
+
+class RunTerminalError(AgentRuntimeError):
+    """The run is finishing or finished; ``status`` says how far it got."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__("RUNTIME_RUN_TERMINAL", f'run "{run_id}" is {status}')
+        self.run_id = run_id
+        self.status = status
+
+
+class SteeringClosedError(AgentRuntimeError):
+    """Steering is closed once the first model request has started."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__("RUNTIME_STEERING_CLOSED", f'steering is closed for run "{run_id}"')
+        self.run_id = run_id
+
+
+class EventAppendError(AgentRuntimeError):
+    """The event store failed to append an event; the store's exception is the ``__cause__``."""
+
+    def __init__(self, event_type: str) -> None:
+        super().__init__("RUNTIME_EVENT_APPEND_FAILED", f"failed to append {event_type} event")
+        self.event_type = event_type
+
+
+class ModelStreamError(AgentRuntimeError):
+    """The model stream broke the frame contract, failed, or reported an unusable finish."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RUNTIME_MODEL_STREAM_INVALID", message)
+
+
+class ModelTimeoutError(AgentRuntimeError):
+    """A model round outlived ``model_timeout_ms``."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        super().__init__("RUNTIME_MODEL_TIMEOUT", f"model round timed out after {timeout_ms} ms")
+        self.timeout_ms = timeout_ms
+
+
+class RuntimeBudgetExceededError(AgentRuntimeError):
+    """A budget metric ran out; the message is the terminal note."""
+
+    def __init__(self, metric: BudgetMetric, used: int, limit: int) -> None:
+        super().__init__("RUNTIME_BUDGET_EXCEEDED", f"{metric} budget exhausted ({used}/{limit})")
+        self.metric: BudgetMetric = metric
+        self.used = used
+        self.limit = limit
+
+
+class RuntimeConsumerError(AgentRuntimeError):
+    """The stream was used against its contract (claimed twice, or stepped concurrently)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RUNTIME_CONSUMER_INVALID", message)

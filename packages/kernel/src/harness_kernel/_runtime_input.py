@@ -1,0 +1,306 @@
+"""``RunInput``, ``RuntimeBudget`` and synchronous admission (spec §8.1 to §8.3, §8.12)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+from harness_kernel._bounded import BoundedJsonError, bounded_json
+from harness_kernel._json import MAX_SAFE_INTEGER, FrozenDict, has_lone_surrogate
+from harness_kernel._model_types import ChatMessage, ModelAdapter, ToolDefinition
+from harness_kernel._permission import PermissionController
+from harness_kernel._runtime_errors import InvalidRunInputError
+from harness_kernel._store_ports import EventStore
+from harness_kernel.state import InvalidMessageStateError, create_message_state
+from harness_tools import PureBoundary, Tool, ToolRegistry, WorkspaceBoundary, get_tool_execution_boundary
+from harness_workspace import AbortSignal, Workspace, bind_workspace
+
+__all__ = [
+    "MAX_CONTEXT_MESSAGES",
+    "MAX_ID_CHARS",
+    "MAX_INPUT_CHARS",
+    "MAX_TEXT_CHARS",
+    "Admitted",
+    "RunInput",
+    "RuntimeBudget",
+    "admit",
+    "check_id",
+    "default_new_id",
+    "default_now",
+]
+
+MAX_ID_CHARS: Final = 256
+MAX_INPUT_CHARS: Final = 16 * 1_048_576
+MAX_TEXT_CHARS: Final = 16 * 1_048_576
+MAX_CONTEXT_MESSAGES: Final = 10_000
+MAX_TIMEOUT_MS: Final = 2**31 - 1
+
+
+def default_now() -> str:
+    """Now in UTC, ISO 8601 with milliseconds and ``Z``."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def default_new_id(prefix: str) -> str:
+    """``f"{prefix}-{uuid4()}"``."""
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def is_id(value: object) -> bool:
+    """Whether ``value`` is an exact ``str`` of 1..256 code points, not only whitespace."""
+    return type(value) is str and 1 <= len(value) <= MAX_ID_CHARS and bool(value.strip())
+
+
+def check_id(value: object, field: str) -> str:
+    """``value`` if it is an id, else ``InvalidRunInputError``."""
+    if not is_id(value):
+        raise InvalidRunInputError(
+            f"{field} must be a str of 1..{MAX_ID_CHARS} characters, not only whitespace"
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def _is_safe_int(value: object, minimum: int) -> bool:
+    return type(value) is int and minimum <= value <= MAX_SAFE_INTEGER
+
+
+def _check_text(value: object, field: str, *, minimum: int, maximum: int) -> str:
+    if type(value) is not str or not minimum <= len(value) <= maximum or has_lone_surrogate(value):
+        raise InvalidRunInputError(f"{field} must be a str of {minimum}..{maximum} characters")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeBudget:
+    """Limits of one run; ``None`` means unlimited. Every limit is a safe int ≥ 0."""
+
+    max_steps: int = 8
+    max_model_tokens: int | None = None
+    max_tool_calls: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunInput:
+    """Everything one run needs; validated and snapshotted by ``MinimalAgentRuntime.run``.
+
+    See spec §8.1 for each field's admission rule.
+    """
+
+    run_id: str
+    session_id: str
+    turn_id: str
+    input: str
+    model: str
+    model_adapter: ModelAdapter
+    event_store: EventStore
+    tools: ToolRegistry | None = None
+    permission: PermissionController | None = None
+    budget: RuntimeBudget | None = None
+    model_timeout_ms: int | None = 60_000
+    task_id: str | None = None
+    workspace: object | None = None
+    context: Sequence[ChatMessage] | None = None
+    system: str | None = None
+    max_tokens: int | None = None
+    provider_options: dict[str, Any] | None = None
+    signal: AbortSignal | None = None
+    now: Callable[[], str] | None = None
+    new_id: Callable[[str], str] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Admitted:
+    """The validated snapshot a run works from; the caller's objects are never read again."""
+
+    run_id: str
+    session_id: str
+    turn_id: str
+    input: str
+    model: str
+    stream: Callable[..., object]
+    append: Callable[..., object]
+    tools: dict[str, Tool[Any]]
+    decide: Callable[..., object] | None
+    resolve: Callable[..., object] | None
+    max_steps: int
+    max_model_tokens: int | None
+    max_tool_calls: int | None
+    model_timeout_ms: int | None
+    task_id: str | None
+    workspace: Workspace | None
+    context: tuple[ChatMessage, ...]
+    system: str | None
+    max_tokens: int | None
+    provider_options: FrozenDict | None
+    signal: AbortSignal | None
+    now: Callable[[], str]
+    new_id: Callable[[str], str]
+    advertised: tuple[ToolDefinition, ...] | None
+
+
+def _captured(
+    owner: object, name: str, field: str, *, optional: bool = False
+) -> Callable[..., object] | None:
+    try:
+        method: object = getattr(owner, name, None)
+    except Exception as error:
+        raise InvalidRunInputError(f"{field} could not be read") from error
+    if method is None and optional:
+        return None
+    if not callable(method):
+        raise InvalidRunInputError(f"{field} must be callable")
+    return method
+
+
+def _budget(value: object) -> tuple[int, int | None, int | None]:
+    if value is None:
+        return 8, None, None
+    if type(value) is not RuntimeBudget:
+        raise InvalidRunInputError("budget must be a RuntimeBudget or None")
+    assert isinstance(value, RuntimeBudget)
+    if not _is_safe_int(value.max_steps, 0):
+        raise InvalidRunInputError("budget.max_steps must be a safe int >= 0")
+    for field, limit in (
+        ("max_model_tokens", value.max_model_tokens),
+        ("max_tool_calls", value.max_tool_calls),
+    ):
+        if limit is not None and not _is_safe_int(limit, 0):
+            raise InvalidRunInputError(f"budget.{field} must be a safe int >= 0 or None")
+    return value.max_steps, value.max_model_tokens, value.max_tool_calls
+
+
+def _tools(value: object) -> dict[str, Tool[Any]]:
+    if value is None:
+        return {}
+    if type(value) is not ToolRegistry:
+        raise InvalidRunInputError("tools must be a ToolRegistry or None")
+    assert isinstance(value, ToolRegistry)
+    return {tool.name: tool for tool in ToolRegistry(value.list()).list()}
+
+
+def _context(value: object) -> tuple[ChatMessage, ...]:
+    if value is None:
+        return ()
+    if type(value) is not list and type(value) is not tuple:
+        raise InvalidRunInputError("context must be a list, tuple or None")
+    assert isinstance(value, list | tuple)
+    if len(value) > MAX_CONTEXT_MESSAGES:  # pyright: ignore[reportUnknownArgumentType]
+        raise InvalidRunInputError(f"context must hold at most {MAX_CONTEXT_MESSAGES} messages")
+    try:
+        return create_message_state(value).messages  # pyright: ignore[reportUnknownArgumentType]
+    except InvalidMessageStateError as error:
+        raise InvalidRunInputError(f"invalid context: {error}") from error
+
+
+def _advertised(tools: dict[str, Tool[Any]], has_workspace: bool) -> tuple[ToolDefinition, ...] | None:
+    definitions: list[ToolDefinition] = []
+    for tool in tools.values():
+        boundary = get_tool_execution_boundary(tool)
+        if not (type(boundary) is PureBoundary or (type(boundary) is WorkspaceBoundary and has_workspace)):
+            continue
+        schema: object = tool.input_schema if tool.input_schema is not None else {"type": "object"}
+        try:
+            frozen, _ = bounded_json(schema)
+        except BoundedJsonError as error:
+            raise InvalidRunInputError(
+                f"tool {tool.name} input schema is not bounded JSON: {error}"
+            ) from error
+        if type(frozen) is not FrozenDict or type(tool.description) is not str:
+            raise InvalidRunInputError(f"tool {tool.name} definition is invalid")
+        definitions.append(ToolDefinition(name=tool.name, description=tool.description, input_schema=frozen))
+    return tuple(definitions) or None
+
+
+def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
+    """Validate and snapshot a ``RunInput`` (steps 1 to 3 of §8.2, in that order).
+
+    Args:
+        value: The candidate ``RunInput``.
+        check_run_id: Step 2, called with the validated run id after every field is
+            validated and before the tool definitions are computed; it raises when the id
+            is taken.
+
+    Raises:
+        InvalidRunInputError: a field breaks its admission rule.
+        WorkspaceOperationError: ``bind_workspace`` refused the workspace (unchanged).
+    """
+    if type(value) is not RunInput:
+        raise InvalidRunInputError("run input must be a RunInput")
+    assert isinstance(value, RunInput)
+    run_id = check_id(value.run_id, "run_id")
+    session_id = check_id(value.session_id, "session_id")
+    turn_id = check_id(value.turn_id, "turn_id")
+    text = _check_text(value.input, "input", minimum=1, maximum=MAX_INPUT_CHARS)
+    model = check_id(value.model, "model")
+    stream = _captured(value.model_adapter, "stream", "model_adapter.stream")
+    append = _captured(value.event_store, "append", "event_store.append")
+    assert stream is not None
+    assert append is not None
+    tools = _tools(value.tools)
+    decide = resolve = None
+    if value.permission is not None:
+        decide = _captured(value.permission, "decide", "permission.decide")
+        resolve = _captured(value.permission, "resolve", "permission.resolve", optional=True)
+    max_steps, max_model_tokens, max_tool_calls = _budget(value.budget)
+    timeout = value.model_timeout_ms
+    if timeout is not None and not (type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS):
+        raise InvalidRunInputError(f"model_timeout_ms must be an int of 1..{MAX_TIMEOUT_MS} or None")
+    task_id = None if value.task_id is None else check_id(value.task_id, "task_id")
+    workspace = None if value.workspace is None else bind_workspace(value.workspace)
+    context = _context(value.context)
+    system = (
+        None
+        if value.system is None
+        else _check_text(value.system, "system", minimum=0, maximum=MAX_TEXT_CHARS)
+    )
+    if value.max_tokens is not None and not _is_safe_int(value.max_tokens, 1):
+        raise InvalidRunInputError("max_tokens must be a safe int >= 1 or None")
+    options: FrozenDict | None = None
+    if value.provider_options is not None:
+        if type(value.provider_options) is not dict:
+            raise InvalidRunInputError("provider_options must be a dict or None")
+        try:
+            frozen, _ = bounded_json(value.provider_options)
+        except BoundedJsonError as error:
+            raise InvalidRunInputError(f"provider_options is not bounded JSON: {error}") from error
+        assert type(frozen) is FrozenDict
+        options = frozen
+    if value.signal is not None and type(value.signal) is not AbortSignal:
+        raise InvalidRunInputError("signal must be a harness_workspace.AbortSignal or None")
+    now = cast("Callable[[], str] | None", _captured(value, "now", "now", optional=True)) or default_now
+    new_id = (
+        cast("Callable[[str], str] | None", _captured(value, "new_id", "new_id", optional=True))
+        or default_new_id
+    )
+    check_run_id(run_id)
+    advertised = _advertised(tools, workspace is not None)
+    return Admitted(
+        run_id=run_id,
+        session_id=session_id,
+        turn_id=turn_id,
+        input=text,
+        model=model,
+        stream=stream,
+        append=append,
+        tools=tools,
+        decide=decide,
+        resolve=resolve,
+        max_steps=max_steps,
+        max_model_tokens=max_model_tokens,
+        max_tool_calls=max_tool_calls,
+        model_timeout_ms=timeout,
+        task_id=task_id,
+        workspace=workspace,
+        context=context,
+        system=system,
+        max_tokens=value.max_tokens,
+        provider_options=options,
+        signal=value.signal,
+        now=now,
+        new_id=new_id,
+        advertised=advertised,
+    )

@@ -1,0 +1,692 @@
+"""Golden scenarios (kernel.md §10): a scripted legacy run checked against expectations.
+
+:func:`load_scenario` reads one strict YAML scenario; :func:`execute_scenario` runs it with
+``run_agent`` on a :class:`~harness_kernel.models.FakeModel`, a deterministic clock and
+deterministic ids, and reports every failed expectation. The runner is pure: it takes text
+and decoded manifests, never paths (the ``harness-eval`` CLI finds and reads the files).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final, Literal, TypeAlias, cast
+
+import trio
+
+from harness_kernel._errors import HarnessError
+from harness_kernel._event_codec import is_event_type, serialize_event
+from harness_kernel._event_model import AgentStoppedData, Event, ModelResponseData
+from harness_kernel._json import JsonValue, decode_json, encode_json
+from harness_kernel._legacy_loop import run_agent
+from harness_kernel._legacy_records import Budget, RunOptions
+from harness_kernel._manifest import TaskManifest
+from harness_kernel._model_adapters import FakeModel, ScriptedTurn
+from harness_kernel._model_types import ToolCall
+from harness_kernel._yaml_tree import ROOT, describe_kind, is_refused, join_path, read_yaml_document
+from harness_tools import ToolRegistry, create_echo_tool
+
+__all__ = [
+    "SCENARIO_INVALID",
+    "SCENARIO_INVARIANT_INVALID",
+    "SCENARIO_RUNTIME_FAILED",
+    "EventInvariant",
+    "GoldenRun",
+    "InvariantCheckError",
+    "InvariantValue",
+    "ReportExpectation",
+    "RunExpectation",
+    "Scenario",
+    "ScenarioExpectation",
+    "ScenarioOutcome",
+    "ScenarioParseError",
+    "ScenarioRuntimeError",
+    "ScenarioToolCall",
+    "ScenarioTurn",
+    "assert_known_event_types",
+    "decode_scenario",
+    "execute_scenario",
+    "load_scenario",
+    "stream_satisfies",
+]
+
+SCENARIO_INVALID: Final = "SCENARIO_INVALID"
+SCENARIO_INVARIANT_INVALID: Final = "SCENARIO_INVARIANT_INVALID"
+SCENARIO_RUNTIME_FAILED: Final = "SCENARIO_RUNTIME_FAILED"
+
+_MAX_SCENARIO_BYTES: Final = 256 * 1024
+_KEBAB: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*", re.ASCII)
+_CLOCK_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
+_FINISH_REASONS: Final = ("stop", "tool_calls", "length", "error")
+_RUN_STATUSES: Final = ("completed", "failed", "canceled", "budget_exceeded")
+_REPORT_STATUSES: Final = ("passed", "failed", "blocked")
+
+InvariantValue: TypeAlias = str | int | float | bool | None
+"""A scalar an invariant compares a field with (JSON equality)."""
+
+
+# ------------------------------------------------------------------ records
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScenarioToolCall:
+    """A scripted tool call: the model's id, the tool's name and the JSON arguments."""
+
+    id: str
+    name: str
+    arguments: object
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScenarioTurn:
+    """One scripted FakeModel answer (``content?``, ``finishReason?``, ``toolCalls?``)."""
+
+    content: str | None = None
+    finish_reason: Literal["stop", "tool_calls", "length", "error"] | None = None
+    tool_calls: tuple[ScenarioToolCall, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunExpectation:
+    """What the run must end with; ``None`` fields are not checked."""
+
+    status: Literal["completed", "failed", "canceled", "budget_exceeded"] | None = None
+    steps: int | None = None
+    tool_calls: int | None = None
+    text_contains: str | None = None
+    emitted_budget_warning: bool | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EventInvariant:
+    """An event the stream must contain: its ``type`` and ``data.<path>`` → scalar fields."""
+
+    type: str
+    fields: tuple[tuple[str, InvariantValue], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReportExpectation:
+    """The status an already validated run report must carry."""
+
+    status: Literal["passed", "failed", "blocked"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScenarioExpectation:
+    """The scenario's expectations; at least one is present."""
+
+    run: RunExpectation | None = None
+    events: tuple[EventInvariant, ...] | None = None
+    report: ReportExpectation | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scenario:
+    """A decoded golden scenario."""
+
+    id: str
+    uses_tasks: tuple[str, ...]
+    script: tuple[ScenarioTurn, ...]
+    expect: ScenarioExpectation
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GoldenRun:
+    """What the scenario's run did, read from its events."""
+
+    task_id: str
+    status: str
+    steps: int
+    tool_calls: int
+    total_tokens: int
+    event_count: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScenarioOutcome:
+    """The result of one scenario: ``ok`` when ``failures`` is empty."""
+
+    id: str
+    ok: bool
+    failures: tuple[str, ...]
+    tasks: tuple[str, ...]
+    duration_ms: float
+    golden_run: GoldenRun
+
+
+# ------------------------------------------------------------------ errors
+
+
+class ScenarioParseError(HarnessError):
+    """A scenario is not valid; ``issues`` lists every ``(path, message)`` found."""
+
+    def __init__(self, issues: Sequence[tuple[str, str]]) -> None:
+        self.issues = list(issues)
+        listed = "; ".join(f"{path} {message}" for path, message in self.issues)
+        super().__init__(SCENARIO_INVALID, f"invalid scenario: {listed}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.issues,))
+
+
+class InvariantCheckError(HarnessError):
+    """Event invariants name unknown event types; ``failures`` lists each."""
+
+    def __init__(self, failures: Sequence[str]) -> None:
+        self.failures = list(failures)
+        super().__init__(SCENARIO_INVARIANT_INVALID, "; ".join(self.failures))
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.failures,))
+
+
+class ScenarioRuntimeError(HarnessError):
+    """A scenario could not be run (wrong tasks, missing manifest, no terminal event)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(SCENARIO_RUNTIME_FAILED, message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message,))
+
+
+# ------------------------------------------------------------------ decoding
+
+
+class _Decoder:
+    """Walks a decoded document against the scenario schema, collecting every issue."""
+
+    def __init__(self) -> None:
+        self.issues: list[tuple[str, str]] = []
+
+    def issue(self, path: str, message: str) -> None:
+        self.issues.append((path, message))
+
+    def mapping(self, value: object, path: str, allowed: tuple[str, ...]) -> dict[str, object] | None:
+        if is_refused(value):
+            return None
+        if type(value) is not dict:
+            self.issue(path, f"expected a mapping, got {describe_kind(value)}")
+            return None
+        mapping = cast("dict[object, object]", value)
+        plain: dict[str, object] = {}
+        for key, item in mapping.items():
+            if type(key) is not str:
+                self.issue(path, f"keys must be strings, got {describe_kind(key)}")
+            elif key not in allowed:
+                self.issue(join_path(path, key), "unknown key")
+            else:
+                plain[key] = item
+        return plain
+
+    def sequence(self, value: object, path: str, *, minimum: int = 0) -> list[object] | None:
+        if is_refused(value):
+            return None
+        if type(value) is not list and type(value) is not tuple:
+            self.issue(path, f"expected a sequence, got {describe_kind(value)}")
+            return None
+        items = list(cast("list[object] | tuple[object, ...]", value))
+        if len(items) < minimum:
+            self.issue(path, f"must have at least {minimum} item{'s' if minimum > 1 else ''}")
+            return None
+        return items
+
+    def required(self, mapping: dict[str, object], path: str, key: str) -> object:
+        if key not in mapping:
+            self.issue(join_path(path, key), "is required")
+        return mapping.get(key)
+
+    def text(self, value: object, path: str, *, kebab: bool = False, empty: bool = False) -> str | None:
+        if is_refused(value):
+            return None
+        if type(value) is not str:
+            self.issue(path, f"expected a string, got {describe_kind(value)}")
+            return None
+        if kebab and not (len(value) <= 128 and _KEBAB.fullmatch(value)):
+            self.issue(path, "must be a kebab-case identifier")
+            return None
+        if not empty and not value:
+            self.issue(path, "must not be empty")
+            return None
+        return value
+
+    def count(self, value: object, path: str) -> int | None:
+        if type(value) is not int or value < 0:
+            self.issue(path, f"expected an integer >= 0, got {describe_kind(value)}")
+            return None
+        return value
+
+    def choice(self, value: object, path: str, choices: tuple[str, ...]) -> str | None:
+        if type(value) is not str or value not in choices:
+            self.issue(path, f"must be one of {', '.join(choices)}")
+            return None
+        return value
+
+    def scenario(self, document: object) -> Scenario | None:
+        root = self.mapping(document, ROOT, ("id", "uses_tasks", "script", "expect"))
+        if root is None:
+            return None
+        scenario_id = self.text(self.required(root, ROOT, "id"), "id", kebab=True)
+        tasks_value = self.required(root, ROOT, "uses_tasks")
+        tasks = None if tasks_value is None else self.sequence(tasks_value, "uses_tasks", minimum=1)
+        task_ids = [
+            self.text(item, join_path("uses_tasks", str(i)), kebab=True) for i, item in enumerate(tasks or ())
+        ]
+        script_value = self.required(root, ROOT, "script")
+        script = None if script_value is None else self.sequence(script_value, "script")
+        turns = [self.turn(item, join_path("script", str(i))) for i, item in enumerate(script or ())]
+        expect_value = self.required(root, ROOT, "expect")
+        expect = None if expect_value is None else self.expectation(expect_value)
+        if self.issues or scenario_id is None or tasks is None or script is None or expect is None:
+            return None
+        return Scenario(
+            id=scenario_id,
+            uses_tasks=tuple(cast("list[str]", task_ids)),
+            script=tuple(cast("list[ScenarioTurn]", turns)),
+            expect=expect,
+        )
+
+    def turn(self, value: object, path: str) -> ScenarioTurn | None:
+        mapping = self.mapping(value, path, ("content", "finishReason", "toolCalls"))
+        if mapping is None:
+            return None
+        content = None
+        if "content" in mapping:
+            content = self.text(mapping["content"], join_path(path, "content"), empty=True)
+        finish = None
+        if "finishReason" in mapping:
+            finish = self.choice(mapping["finishReason"], join_path(path, "finishReason"), _FINISH_REASONS)
+        calls: list[ScenarioToolCall] | None = None
+        if "toolCalls" in mapping:
+            calls_path = join_path(path, "toolCalls")
+            items = self.sequence(mapping["toolCalls"], calls_path)
+            calls = []
+            for index, item in enumerate(items or ()):
+                call = self.tool_call(item, join_path(calls_path, str(index)))
+                if call is not None:
+                    calls.append(call)
+        return ScenarioTurn(
+            content=content,
+            finish_reason=cast("Literal['stop', 'tool_calls', 'length', 'error'] | None", finish),
+            tool_calls=None if calls is None else tuple(calls),
+        )
+
+    def tool_call(self, value: object, path: str) -> ScenarioToolCall | None:
+        mapping = self.mapping(value, path, ("id", "name", "arguments"))
+        if mapping is None:
+            return None
+        call_id = self.text(self.required(mapping, path, "id"), join_path(path, "id"))
+        name = self.text(self.required(mapping, path, "name"), join_path(path, "name"))
+        arguments = mapping.get("arguments", {})
+        try:
+            encode_json(arguments)
+        except Exception:
+            self.issue(join_path(path, "arguments"), "must be JSON data")
+            return None
+        if call_id is None or name is None:
+            return None
+        return ScenarioToolCall(id=call_id, name=name, arguments=arguments)
+
+    def expectation(self, value: object) -> ScenarioExpectation | None:
+        mapping = self.mapping(value, "expect", ("run", "events", "report"))
+        if mapping is None:
+            return None
+        if not mapping:
+            self.issue("expect", "must have at least one of run, events, report")
+            return None
+        run = self.run(mapping["run"]) if "run" in mapping else None
+        events = self.events(mapping["events"]) if "events" in mapping else None
+        report = None
+        if "report" in mapping:
+            report_map = self.mapping(mapping["report"], "expect.report", ("status",))
+            if report_map is not None:
+                status = self.choice(
+                    self.required(report_map, "expect.report", "status"),
+                    "expect.report.status",
+                    _REPORT_STATUSES,
+                )
+                if status is not None:
+                    report = ReportExpectation(status=cast("Literal['passed', 'failed', 'blocked']", status))
+        return ScenarioExpectation(run=run, events=events, report=report)
+
+    def run(self, value: object) -> RunExpectation | None:
+        path = "expect.run"
+        keys = ("status", "steps", "toolCalls", "textContains", "emittedBudgetWarning")
+        mapping = self.mapping(value, path, keys)
+        if mapping is None:
+            return None
+        status = None
+        if "status" in mapping:
+            status = self.choice(mapping["status"], join_path(path, "status"), _RUN_STATUSES)
+        steps = self.count(mapping["steps"], join_path(path, "steps")) if "steps" in mapping else None
+        calls = (
+            self.count(mapping["toolCalls"], join_path(path, "toolCalls")) if "toolCalls" in mapping else None
+        )
+        contains = None
+        if "textContains" in mapping:
+            contains = self.text(mapping["textContains"], join_path(path, "textContains"))
+        warned: bool | None = None
+        if "emittedBudgetWarning" in mapping:
+            flag = mapping["emittedBudgetWarning"]
+            if type(flag) is bool:
+                warned = flag
+            else:
+                self.issue(
+                    join_path(path, "emittedBudgetWarning"), f"expected a bool, got {describe_kind(flag)}"
+                )
+        return RunExpectation(
+            status=cast("Literal['completed', 'failed', 'canceled', 'budget_exceeded'] | None", status),
+            steps=steps,
+            tool_calls=calls,
+            text_contains=contains,
+            emitted_budget_warning=warned,
+        )
+
+    def events(self, value: object) -> tuple[EventInvariant, ...] | None:
+        items = self.sequence(value, "expect.events", minimum=1)
+        if items is None:
+            return None
+        invariants: list[EventInvariant] = []
+        for index, item in enumerate(items):
+            path = join_path("expect.events", str(index))
+            invariant = self.invariant(item, path)
+            if invariant is not None:
+                invariants.append(invariant)
+        try:
+            assert_known_event_types(invariants)
+        except InvariantCheckError as error:
+            self.issues.extend(("expect.events", failure) for failure in error.failures)
+        return tuple(invariants)
+
+    def invariant(self, value: object, path: str) -> EventInvariant | None:
+        if is_refused(value):
+            return None
+        if type(value) is not dict:
+            self.issue(path, f"expected a mapping, got {describe_kind(value)}")
+            return None
+        mapping = cast("dict[object, object]", value)
+        event_type = None
+        fields: list[tuple[str, InvariantValue]] = []
+        for key, item in mapping.items():
+            if key == "type":
+                event_type = self.text(item, join_path(path, "type"))
+            elif type(key) is not str or not key.startswith("data.") or key == "data.":
+                self.issue(path, f"unknown key {key!r}: invariant keys are type and data.<path>")
+            elif item is None or type(item) in (str, int, float, bool):
+                fields.append((key, cast(InvariantValue, item)))
+            else:
+                self.issue(join_path(path, key), f"expected a scalar, got {describe_kind(item)}")
+        if "type" not in mapping:
+            self.issue(join_path(path, "type"), "is required")
+        if event_type is None:
+            return None
+        return EventInvariant(type=event_type, fields=tuple(fields))
+
+
+def decode_scenario(obj: object) -> Scenario:
+    """Validate an already decoded scenario document.
+
+    Raises:
+        ScenarioParseError: with every issue found (unknown keys included).
+    """
+    decoder = _Decoder()
+    scenario = decoder.scenario(obj)
+    if scenario is None or decoder.issues:
+        raise ScenarioParseError(decoder.issues or [(ROOT, "scenario is not valid")])
+    return scenario
+
+
+def load_scenario(text: str) -> Scenario:
+    """Parse one strict YAML scenario (one document; no anchors, aliases, tags or duplicates).
+
+    Raises:
+        ScenarioParseError: with every issue found.
+    """
+    if type(text) is not str:
+        raise ScenarioParseError([(ROOT, f"scenario text must be a str, got {describe_kind(text)}")])
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ScenarioParseError([("<yaml>", "invalid YAML: not UTF-8 (lone surrogate)")]) from None
+    if size > _MAX_SCENARIO_BYTES:
+        raise ScenarioParseError([(ROOT, f"scenario exceeds {_MAX_SCENARIO_BYTES} bytes of UTF-8")])
+    document = read_yaml_document(text)
+    issues = [(path, message.replace("manifest must", "scenario must")) for path, message in document.issues]
+    if not document.complete:
+        raise ScenarioParseError(issues)
+    decoder = _Decoder()
+    decoder.issues.extend(issues)
+    scenario = decoder.scenario(document.value)
+    if scenario is None or decoder.issues:
+        raise ScenarioParseError(decoder.issues or [(ROOT, "scenario is not valid")])
+    return scenario
+
+
+# ------------------------------------------------------------------ invariants
+
+
+def assert_known_event_types(invariants: Sequence[EventInvariant]) -> list[str]:
+    """Return the invariants' event types, in order, when every one is a known type.
+
+    Raises:
+        InvariantCheckError: one failure per invariant whose type is unknown.
+    """
+    failures = [
+        f"events.{index}: unknown event type {_show(invariant.type)}"
+        for index, invariant in enumerate(invariants)
+        if not is_event_type(invariant.type)
+    ]
+    if failures:
+        raise InvariantCheckError(failures)
+    return [invariant.type for invariant in invariants]
+
+
+_ABSENT: Final = object()
+
+
+def _show(value: object) -> str:
+    return "nothing" if value is _ABSENT else encode_json(value).decode()
+
+
+def _json_equal(wanted: InvariantValue, seen: object) -> bool:
+    if type(wanted) is bool or type(seen) is bool:
+        return type(wanted) is type(seen) and wanted == seen
+    if type(wanted) in (int, float) and type(seen) in (int, float):
+        return wanted == seen
+    return type(wanted) is type(seen) and wanted == seen
+
+
+def _lookup(document: object, dotted: str) -> object:
+    current = document
+    for part in dotted.split("."):
+        if type(current) is dict:
+            mapping = cast("dict[str, object]", current)
+            if part not in mapping:
+                return _ABSENT
+            current = mapping[part]
+        elif type(current) is list and part.isdigit() and int(part) < len(cast("list[object]", current)):
+            current = cast("list[object]", current)[int(part)]
+        else:
+            return _ABSENT
+    return current
+
+
+def _mismatch(document: object, invariant: EventInvariant) -> tuple[str, object, InvariantValue] | None:
+    for key, wanted in invariant.fields:
+        seen = _lookup(document, key)
+        if seen is _ABSENT or not _json_equal(wanted, seen):
+            return key, seen, wanted
+    return None
+
+
+def stream_satisfies(events: Sequence[Event], invariants: Sequence[EventInvariant]) -> list[str]:
+    """Match ``invariants`` as an ordered subsequence of ``events``; return the failures.
+
+    Fields compare by JSON equality on wire keys. A failure names the unmatched invariant
+    and, when an event of its type follows, the first field that differed there.
+    """
+    documents = [(event.type, decode_json(serialize_event(event))) for event in events]
+    failures: list[str] = []
+    position = 0
+    for index, invariant in enumerate(invariants):
+        nearest: tuple[str, object, InvariantValue] | None = None
+        for offset in range(position, len(documents)):
+            event_type, document = documents[offset]
+            if event_type != invariant.type:
+                continue
+            mismatch = _mismatch(document, invariant)
+            if mismatch is None:
+                position = offset + 1
+                break
+            nearest = nearest or mismatch
+        else:
+            label = f"events.{index} ({invariant.type})"
+            if nearest is None:
+                failures.append(f"{label}: no such event in order")
+            else:
+                key, seen, wanted = nearest
+                failures.append(f"{label}: {key}: wanted {_show(wanted)}, saw {_show(seen)}")
+    return failures
+
+
+# ------------------------------------------------------------------ execution
+
+
+def _deterministic_clock() -> tuple[Callable[[], str], Callable[[str], str]]:
+    ticks = 0
+    counter = 0
+
+    def now() -> str:
+        nonlocal ticks
+        moment = _CLOCK_START + timedelta(milliseconds=ticks)
+        ticks += 1
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+    def new_id(prefix: str) -> str:
+        nonlocal counter
+        counter += 1
+        return f"{prefix}-golden-{counter}"
+
+    return now, new_id
+
+
+def _turn(turn: ScenarioTurn) -> ScriptedTurn:
+    calls = None
+    if turn.tool_calls is not None:
+        calls = [ToolCall(call.id, call.name, cast(JsonValue, call.arguments)) for call in turn.tool_calls]
+    return ScriptedTurn(content=turn.content, finish_reason=turn.finish_reason, tool_calls=calls)
+
+
+def _check(failures: list[str], name: str, wanted: object, seen: object) -> None:
+    if wanted is not None and wanted != seen:
+        failures.append(f"{name}: wanted {_show(wanted)}, saw {_show(seen)}")
+
+
+async def execute_scenario(
+    scenario: Scenario, manifests: Mapping[str, TaskManifest], *, report: Mapping[str, object] | None = None
+) -> ScenarioOutcome:
+    """Run ``scenario`` with the legacy loop and check every expectation.
+
+    Args:
+        scenario: A decoded scenario.
+        manifests: Task id → decoded manifest; the scenario's one task supplies the goal,
+            the id and the budget.
+        report: An already read and validated run report (a JSON object), or ``None``.
+
+    Raises:
+        ScenarioRuntimeError: the scenario does not use exactly one task, its manifest is
+            missing, or the run ended without an ``agent.stopped`` event.
+    """
+    if type(scenario) is not Scenario:
+        raise ScenarioRuntimeError("scenario must be a decoded Scenario")
+    if len(scenario.uses_tasks) != 1:
+        raise ScenarioRuntimeError(f"scenario must use exactly one task, got {len(scenario.uses_tasks)}")
+    task_id = scenario.uses_tasks[0]
+    manifest = manifests.get(task_id)
+    if type(manifest) is not TaskManifest or manifest.id != task_id:
+        raise ScenarioRuntimeError(f"no decoded manifest for task {task_id}")
+    now, new_id = _deterministic_clock()
+    budget = None
+    if manifest.budget is not None:
+        budget = Budget(
+            max_model_tokens=manifest.budget.max_model_tokens, max_tool_calls=manifest.budget.max_tool_calls
+        )
+    events: list[Event] = []
+
+    async def record(event: Event) -> None:
+        events.append(event)
+
+    options = RunOptions(
+        goal=manifest.goal,
+        model=FakeModel([_turn(turn) for turn in scenario.script]),
+        tools=ToolRegistry([create_echo_tool()]),
+        budget=budget,
+        task_id=manifest.id,
+        session_id=f"sess-scenario-{manifest.id}",
+        on_event=record,
+        now=now,
+        new_id=new_id,
+    )
+    started = trio.current_time()
+    text = ""
+    try:
+        text = (await run_agent(options)).text
+    except Exception as error:
+        if not any(event.type == "agent.stopped" for event in events):
+            raise ScenarioRuntimeError(f"scenario run failed before its end: {error}") from error
+    duration_ms = round((trio.current_time() - started) * 1000, 3)
+    stopped = [event.data for event in events if type(event.data) is AgentStoppedData]
+    if not stopped:
+        raise ScenarioRuntimeError("scenario run emitted no agent.stopped event")
+    last = stopped[-1]
+    total_tokens = sum(
+        event.data.usage.total_tokens for event in events if type(event.data) is ModelResponseData
+    )
+    golden = GoldenRun(
+        task_id=task_id,
+        status=last.status,
+        steps=last.steps,
+        tool_calls=last.tool_calls,
+        total_tokens=total_tokens,
+        event_count=len(events),
+    )
+    failures = _expectation_failures(scenario.expect, golden, text, events, report)
+    return ScenarioOutcome(
+        id=scenario.id,
+        ok=not failures,
+        failures=tuple(failures),
+        tasks=scenario.uses_tasks,
+        duration_ms=duration_ms,
+        golden_run=golden,
+    )
+
+
+def _expectation_failures(
+    expect: ScenarioExpectation,
+    golden: GoldenRun,
+    text: str,
+    events: Sequence[Event],
+    report: Mapping[str, object] | None,
+) -> list[str]:
+    failures: list[str] = []
+    run = expect.run
+    if run is not None:
+        _check(failures, "run.status", run.status, golden.status)
+        _check(failures, "run.steps", run.steps, golden.steps)
+        _check(failures, "run.toolCalls", run.tool_calls, golden.tool_calls)
+        if run.text_contains is not None and run.text_contains not in text:
+            failures.append(f"run.textContains: wanted {_show(run.text_contains)}, saw {_show(text)}")
+        warned = any(event.type == "budget.warning" for event in events)
+        _check(failures, "run.emittedBudgetWarning", run.emitted_budget_warning, warned)
+    if expect.events is not None:
+        failures.extend(stream_satisfies(events, expect.events))
+    if expect.report is not None and report is not None:
+        status: object = _ABSENT
+        if type(report) is dict:
+            status = cast("dict[str, object]", report).get("status", _ABSENT)
+        if not (type(status) is str and status == expect.report.status):
+            failures.append(f"report.status: wanted {_show(expect.report.status)}, saw {_show(status)}")
+    return failures
