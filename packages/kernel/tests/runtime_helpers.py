@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from harness_kernel.events import Event
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
+from harness_kernel.policy import PermissionDecision
 from harness_kernel.runtime import RunInput, RunStream
 from harness_kernel.store import MemoryEventStore
-from harness_tools import ToolRegistry
+from harness_tools import (
+    PureBoundary,
+    Tool,
+    ToolPermissionIntent,
+    ToolRegistry,
+    create_bounded_tool,
+    create_tool,
+)
 
 
 class Ids:
@@ -26,6 +35,35 @@ class Ids:
     def now(self) -> str:
         self.calls.append("now")
         return "2024-01-01T00:00:00.000Z"
+
+
+class AskController:
+    """A controller that answers every intent with ``effect``; ``resolve`` is optional."""
+
+    def __init__(self, resolve: Callable[..., object] | None = None, effect: str = "ask") -> None:
+        self.effect = effect
+        self.resolve = resolve
+        self.intents: list[ToolPermissionIntent] = []
+
+    def decide(self, intent: ToolPermissionIntent) -> PermissionDecision:
+        self.intents.append(intent)
+        return PermissionDecision(self.effect, "needs an operator", "rule-ask")  # pyright: ignore[reportArgumentType]
+
+
+def pure_tool(
+    name: str,
+    execute: Callable[..., Any],
+    authorization: Callable[[dict[str, object]], ToolPermissionIntent] | None = None,
+) -> Tool[dict[str, object]]:
+    """A bounded pure tool over ``execute`` taking any JSON object."""
+    tool = create_tool(
+        name=name,
+        description=f"test tool {name}",
+        parameters=dict[str, object],
+        execute=execute,
+        authorization=authorization,
+    )
+    return create_bounded_tool(tool, PureBoundary())
 
 
 def make_input(model: object, store: object | None = None, **overrides: Any) -> RunInput:
@@ -74,4 +112,15 @@ def types(events: list[Event] | tuple[Event, ...]) -> list[str]:
     return [e.type for e in events]
 
 
-__all__ = ["FakeModel", "Ids", "d", "drain", "make_input", "registry", "tool_turn", "types"]
+__all__ = [
+    "AskController",
+    "FakeModel",
+    "Ids",
+    "d",
+    "drain",
+    "make_input",
+    "pure_tool",
+    "registry",
+    "tool_turn",
+    "types",
+]

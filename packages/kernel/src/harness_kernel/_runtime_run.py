@@ -144,6 +144,20 @@ class Run:
                     await self._terminal("canceled", "run canceled", None)
             raise
 
+    async def abandon(self) -> None:
+        """Drop undelivered events, request cancellation and drive the run to its end.
+
+        Completion wins: a run that is already completing finishes as it was going to.
+        """
+        self.queue.clear()
+        if self.abandoned or self.finished.is_set():
+            self.abandoned = True
+            return
+        self.abandoned = True
+        if self.status != "completing":
+            self.request_cancel()
+        await self.drive_to_end()
+
     async def drive_to_end(self) -> None:
         """Drive (or wait for) the run to its end."""
         async with self.driver:
@@ -247,7 +261,12 @@ class Run:
 
     @contextmanager
     def cancellable(self, deadline: float = math.inf) -> Generator[trio.CancelScope]:
-        """A scope that run cancellation (and the input signal) cancels."""
+        """A scope that run cancellation (and the input signal) cancels.
+
+        An abort of the input signal is caught by an inner scope, so the yielded scope's
+        ``cancelled_caught`` stays false; it turns into a cancellation request on exit, so
+        callers test ``scope.cancelled_caught or self.cancel_requested``.
+        """
         with trio.CancelScope(deadline=deadline) as scope:
             self.active_scope = scope
             if self.cancel_requested:
@@ -343,11 +362,11 @@ class Run:
         try:
             pair = self._terminal_pair(status, note)
         except Exception as fault:
-            error = (
-                fault
-                if isinstance(fault, AgentRuntimeError)
-                else ModelStreamError("terminal event construction failed")
-            )
+            if isinstance(fault, AgentRuntimeError):
+                error = fault
+            else:
+                error = ModelStreamError("terminal event construction failed")
+                error.__cause__ = fault
             status, note = "failed", _cut(error.message)
             try:
                 pair = self._terminal_pair(status, note)
@@ -489,7 +508,7 @@ class Run:
             try:
                 with self.cancellable(deadline) as scope:
                     result = a.stream(request)
-                if scope.cancelled_caught:
+                if scope.cancelled_caught or self.cancel_requested:
                     self._round_interrupted(round_controller)
             except (AgentRuntimeError, _Canceled):
                 raise
@@ -518,7 +537,7 @@ class Run:
                     if trio.current_time() >= deadline:
                         self._timeout(round_controller)
                     raise ModelStreamError("model stream failed") from error
-                if scope.cancelled_caught:
+                if scope.cancelled_caught or self.cancel_requested:
                     self._round_interrupted(round_controller)
                 if type(frame) is TextDeltaFrame:
                     assert isinstance(frame, TextDeltaFrame)
@@ -948,7 +967,7 @@ class Run:
                 decision, note = "deny", "run canceled while awaiting permission"
             elif failed:
                 note = "permission resolver failed closed"
-            elif answer in ("allow", "deny") and type(answer) is str:
+            elif type(answer) is str and answer in ("allow", "deny"):
                 decision, note, actor = answer, None, "operator"
             elif (
                 type(answer) is PermissionResolution

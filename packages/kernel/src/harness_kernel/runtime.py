@@ -86,9 +86,16 @@ class RunStream:
                     return run.queue.popleft()
                 if run.producer_done or run.abandoned:
                     break
-                async with run.driver:
-                    if not run.queue:
-                        await run.advance()
+                try:
+                    async with run.driver:
+                        if not run.queue:
+                            await run.advance()
+                except trio.Cancelled:
+                    # Cancelled while waiting for the driver lock, or inside a step (which
+                    # then already persisted the pair): abandonment either way (§8.4).
+                    with trio.CancelScope(shield=True):
+                        await run.abandon()
+                    raise
             if run.error is not None and not self._error_delivered:
                 self._error_delivered = True
                 raise run.error
@@ -107,11 +114,7 @@ class RunStream:
             run.abandoned = True
             run.queue.clear()
             return
-        run.abandoned = True
-        run.queue.clear()
-        if run.status != "completing":
-            run.request_cancel()
-        await run.drive_to_end()
+        await run.abandon()
         if isinstance(run.poison, EventAppendError):
             raise run.poison
 
