@@ -1,0 +1,23 @@
+"""agent-server: the ``harness/acp/1`` JSON-RPC service over WebSocket.
+
+One trio process drives kernel runs for WebSocket clients: each session is one
+``harness_kernel.legacy.run_agent`` call, and every event is redacted and stored before it
+is streamed. :func:`serve` runs the server for a :class:`ServerConfig`; the client side
+lives in :mod:`agent_server.client`.
+"""
+
+from agent_server._config import ServerConfig, ToolProviderContext
+from agent_server._errors import AcpError
+from agent_server._protocol import PROTOCOL_VERSION
+from agent_server._server import ServerHandle, serve
+from agent_server._version import __version__
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AcpError",
+    "ServerConfig",
+    "ServerHandle",
+    "ToolProviderContext",
+    "__version__",
+    "serve",
+]

@@ -1,0 +1,143 @@
+"""``agent-server serve | demo`` (spec §9.2). Invalid settings print to stderr and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Final, NoReturn
+
+import trio
+
+from agent_server._catalogue import catalogue_provider
+from agent_server._config import DEFAULT_MODEL_NAME, ServerConfig
+from agent_server._environment import read_environment, refuse_unsupported
+from agent_server._scenario import ScenarioModelFactory, read_script
+from agent_server._server import ServerHandle, serve
+
+__all__ = ["build_config", "main"]
+
+_DEFAULT_PORT: Final = 8765
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"agent-server: error: {message}\n")
+
+
+def _port(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError("port must be an integer from 0 to 65535")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return int(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="agent-server", description="The harness/acp/1 agent server.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("serve", help="serve harness/acp/1 until SIGINT or SIGTERM")
+    run.add_argument("--host", default="127.0.0.1")
+    run.add_argument("--port", type=_port, default=None)
+    run.add_argument("--workspace-root", default=None)
+    storage = run.add_mutually_exclusive_group()
+    storage.add_argument("--db", default=None, help="the SQLite store file")
+    storage.add_argument("--no-db", action="store_true", help="run without persistence")
+    run.add_argument("--token-env", default="HARNESS_AGENT_TOKEN")
+    run.add_argument("--allow-plaintext-remote", action="store_true")
+    run.add_argument("--allow-origin", action="append", default=[])
+    run.add_argument("--max-message-bytes", type=_positive, default=1024 * 1024)
+    run.add_argument("--readiness-path", default=None)
+    run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
+    run.add_argument("--tools", default="echo", help="comma-separated: echo, read_file")
+    commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
+    return parser
+
+
+def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> ServerConfig:
+    """The :class:`ServerConfig` of ``serve`` from its arguments and the environment.
+
+    Raises:
+        ValueError: an invalid argument, variable or setting.
+    """
+    environment = read_environment(environ, token_variable=arguments.token_env)
+    root = arguments.workspace_root if arguments.workspace_root is not None else os.getcwd()
+    port = arguments.port
+    if port is None:
+        port = environment.port if environment.port is not None else _DEFAULT_PORT
+    models = None
+    if arguments.scenario is not None:
+        try:
+            with open(arguments.scenario, encoding="utf-8") as handle:
+                script = read_script(handle.read())
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"cannot read scenario {arguments.scenario}: {error}") from None
+        models = {DEFAULT_MODEL_NAME: ScenarioModelFactory(script)}
+    tools = catalogue_provider([name.strip() for name in arguments.tools.split(",") if name.strip()])
+    allow_remote = arguments.allow_plaintext_remote or environment.allow_plaintext_remote is True
+    readiness = (
+        arguments.readiness_path if arguments.readiness_path is not None else environment.readiness_path
+    )
+    options: dict[str, object] = {}
+    if models is not None:
+        options["models"] = models
+    config = ServerConfig(
+        host=arguments.host,
+        port=port,
+        workspace_root=root,
+        db_path=arguments.db,
+        persistence=not arguments.no_db,
+        auth_token=environment.token,
+        allow_plaintext_remote=allow_remote,
+        allowed_origins=tuple(arguments.allow_origin),
+        max_message_bytes=arguments.max_message_bytes,
+        readiness_path=readiness,
+        tools=tools,
+        **options,  # pyright: ignore[reportArgumentType]
+    )
+    config.check_serving()
+    return config
+
+
+async def _serve_until_signal(config: ServerConfig) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            handle: ServerHandle = await nursery.start(serve, config)
+            print(f"agent-server: {handle.url}", flush=True)
+            async for _ in signals:
+                await handle.aclose()
+                break
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit status."""
+    arguments = _parser().parse_args(argv)
+    environ = dict(os.environ)
+    config: ServerConfig | None = None
+    try:
+        if arguments.command == "demo":
+            refuse_unsupported(environ)
+        else:
+            config = build_config(arguments, environ)
+    except ValueError as error:
+        print(f"agent-server: error: {error}", file=sys.stderr)
+        return 2
+    if config is None:
+        from agent_server._demo import run_demo  # noqa: PLC0415 - only the demo needs the client
+
+        return trio.run(run_demo)
+    status = 0
+    try:
+        trio.run(_serve_until_signal, config)
+    except* (ValueError, OSError) as group:
+        for error in group.exceptions:
+            print(f"agent-server: error: {error}", file=sys.stderr)
+        status = 2
+    return status

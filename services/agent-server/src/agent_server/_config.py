@@ -1,0 +1,223 @@
+"""``ServerConfig`` and ``ToolProviderContext`` (spec §1, §9.1), with their validation."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any, Final
+
+from agent_server._errors import invalid_params
+from agent_server._protocol import utf8_size
+from harness_kernel.legacy import RunOptions, RunResult, run_agent
+from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
+from harness_kernel.models import FakeModel, Model
+from harness_kernel.store import SqliteSessionStore
+from harness_tools import Tool
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "LOOPBACK_HOSTS",
+    "ModelFactory",
+    "ServerConfig",
+    "ToolProvider",
+    "ToolProviderContext",
+    "read_task_manifest",
+]
+
+DEFAULT_MODEL_NAME: Final = "fake-model/v1"
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+MAX_MESSAGE_BYTES_LIMIT: Final = 16 * 1024 * 1024
+MAX_MANIFEST_BYTES: Final = 256 * 1024
+
+ModelFactory = Callable[[], Model]
+"""Builds one fresh model per session."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolProviderContext:
+    """What a tool provider knows about the session it equips.
+
+    Attributes:
+        session_id: The new session's id.
+        workspace: The canonical path of the session workspace.
+        task_id: The task id, or ``None``.
+        model: The model name the session runs.
+    """
+
+    session_id: str
+    workspace: str
+    task_id: str | None
+    model: str
+
+
+ToolProvider = Callable[[ToolProviderContext], Iterable[Tool[Any]]]
+"""Returns the tools offered to one session; the server admits them by boundary (§5.2)."""
+
+
+def _no_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
+    return ()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _uuid_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def read_task_manifest(workspace: str, task_id: str) -> TaskManifest:
+    """Read ``<workspace>/tasks/<task_id>.yaml``: a regular file, no symlink, at most 256 KiB.
+
+    Blocking; the server calls it in a worker thread.
+
+    Raises:
+        AcpError: ``-32602`` when the manifest is missing, invalid or names another id.
+    """
+    path = os.path.join(workspace, "tasks", f"{task_id}.yaml")
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
+            raise invalid_params(f'task manifest "{task_id}" is missing or invalid')
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_MANIFEST_BYTES + 1)
+        manifest = load_task_manifest(data)
+    except (OSError, ManifestParseError):
+        raise invalid_params(f'task manifest "{task_id}" is missing or invalid') from None
+    if manifest.id != task_id:
+        raise invalid_params(f'task manifest id does not match "{task_id}"')
+    return manifest
+
+
+def _default_models() -> Mapping[str, ModelFactory]:
+    return MappingProxyType({DEFAULT_MODEL_NAME: FakeModel})
+
+
+def _check_int(value: object, name: str, low: int, high: float = math.inf) -> None:
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer from {low} to {high}")
+
+
+def _check_optional_str(value: object, name: str) -> None:
+    if value is not None and type(value) is not str:
+        raise ValueError(f"{name} must be a str or None")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServerConfig:
+    """Everything :func:`~agent_server.serve` needs; construction checks types and ranges.
+
+    The loopback, token and model-advertisement rules and the workspace root are checked
+    by ``serve`` before it binds.
+
+    Raises:
+        ValueError: a field has the wrong type or is out of range.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    path: str = "/acp"
+    workspace_root: str = field(default_factory=os.getcwd)
+    db_path: str | None = None
+    persistence: bool = True
+    session_store: SqliteSessionStore | None = None
+    auth_token: str | None = None
+    allow_plaintext_remote: bool = False
+    allowed_origins: tuple[str, ...] = ()
+    max_message_bytes: int = 1024 * 1024
+    max_connections: int = 1024
+    permission_timeout_ms: int = 120_000
+    max_sessions_per_connection: int = 32
+    created_session_timeout_ms: int = 300_000
+    session_lease_ms: int = 30_000
+    readiness_path: str | None = None
+    models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
+    default_model: str | None = None
+    tools: ToolProvider = _no_tools
+    load_manifest: Callable[[str, str], TaskManifest] = read_task_manifest
+    run: Callable[[RunOptions], Awaitable[RunResult]] = run_agent
+    now: Callable[[], datetime] = _utc_now
+    new_id: Callable[[str], str] = _uuid_id
+
+    def __post_init__(self) -> None:
+        for name in ("host", "path", "workspace_root"):
+            if type(getattr(self, name)) is not str or not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty str")
+        if not self.path.startswith("/"):
+            raise ValueError("path must start with /")
+        _check_int(self.port, "port", 0, 65535)
+        for name in ("db_path", "auth_token", "readiness_path", "default_model"):
+            _check_optional_str(getattr(self, name), name)
+        for name in ("persistence", "allow_plaintext_remote"):
+            if type(getattr(self, name)) is not bool:
+                raise ValueError(f"{name} must be a bool")
+        if self.session_store is not None and not isinstance(self.session_store, SqliteSessionStore):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError("session_store must be a SqliteSessionStore or None")
+        if self.db_path is not None and self.session_store is not None:
+            raise ValueError("give either db_path or session_store, not both")
+        if type(self.allowed_origins) is not tuple or any(
+            type(origin) is not str for origin in self.allowed_origins
+        ):
+            raise ValueError("allowed_origins must be a tuple of str")
+        _check_int(self.max_message_bytes, "max_message_bytes", 1, MAX_MESSAGE_BYTES_LIMIT)
+        _check_int(self.max_connections, "max_connections", 1)
+        for name in ("permission_timeout_ms", "max_sessions_per_connection", "created_session_timeout_ms"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError("agent server session limits must be positive")
+        _check_int(self.session_lease_ms, "session_lease_ms", 1000)
+        if not isinstance(self.models, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError("models must be a mapping of names to model factories")
+        for name, factory in self.models.items():
+            if type(name) is not str or not callable(factory):
+                raise ValueError("models must map names to callables")
+        for name in ("tools", "load_manifest", "run", "now", "new_id"):
+            if not callable(getattr(self, name)):
+                raise ValueError(f"{name} must be callable")
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """The advertised model names, in configuration order."""
+        return tuple(self.models)
+
+    @property
+    def chosen_default_model(self) -> str | None:
+        """``default_model``, else the first configured name."""
+        if self.default_model is not None:
+            return self.default_model
+        return next(iter(self.models), None)
+
+    def check_serving(self) -> str:
+        """Apply the rules checked before binding and return the workspace root's realpath.
+
+        Raises:
+            ValueError: remote host without token or plaintext opt-in, a bad model list,
+                or a workspace root that is not an existing directory.
+        """
+        if self.host not in LOOPBACK_HOSTS:
+            if self.auth_token is None or not self.auth_token.strip():
+                raise ValueError(f"host {self.host} requires an auth token")
+            if self.allow_plaintext_remote is not True:
+                raise ValueError(f"host {self.host} requires allow_plaintext_remote")
+        names = self.model_names
+        if not 1 <= len(names) <= 128:
+            raise ValueError("models must advertise 1..128 names")
+        for name in names:
+            try:
+                size = utf8_size(name)
+            except ValueError:
+                size = 0
+            if not 1 <= size <= 256:
+                raise ValueError("model names must be 1..256 UTF-8 bytes")
+        if self.chosen_default_model not in names:
+            raise ValueError("default_model must be one of the configured models")
+        root = os.path.realpath(self.workspace_root)
+        if not os.path.isdir(root):
+            raise ValueError(f"workspace root {self.workspace_root} must be an existing directory")
+        return root

@@ -1,0 +1,152 @@
+"""One ``harness/acp/1`` connection: envelopes in, one task per request, responses out (spec §3)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final
+
+import msgspec
+import trio
+
+from agent_server._errors import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_INITIALIZED,
+    PROTOCOL_VERSION_MISMATCH,
+    AcpError,
+    invalid_params,
+)
+from agent_server._protocol import (
+    PROTOCOL_VERSION,
+    CancelParams,
+    InitializeParams,
+    InitializeResult,
+    NewSessionParams,
+    PermissionRespondParams,
+    PromptParams,
+    Request,
+    RestoreParams,
+    ServerCapabilities,
+    decode_params,
+    encode_error,
+    encode_result,
+    parse_request,
+)
+from agent_server._restore import restore_session
+from agent_server._sessions import ServerState, SessionManager
+from agent_server._version import __version__
+
+__all__ = ["AGENT_NAME", "AcpConnection"]
+
+_log: Final = logging.getLogger("agent_server")
+
+AGENT_NAME: Final = "harness-agent-server"
+_METHODS: Final = frozenset(
+    {
+        "initialize",
+        "session/new",
+        "session/prompt",
+        "permission/respond",
+        "session/cancel",
+        "session/restore",
+    }
+)
+_REQUEST_MARGIN: Final = 32
+
+
+class AcpConnection:
+    """The protocol state of one WebSocket.
+
+    Args:
+        state: The server-wide state.
+        send: Queues one text frame on the socket.
+        nursery: Owns this connection's request and timer tasks.
+    """
+
+    def __init__(self, state: ServerState, send: Callable[[str], None], nursery: trio.Nursery) -> None:
+        self._state = state
+        self._nursery = nursery
+        self._sessions = SessionManager(state, send, nursery)
+        self._initialized = False
+        self._in_flight = trio.Semaphore(state.config.max_sessions_per_connection + _REQUEST_MARGIN)
+
+    async def receive(self, text: str) -> None:
+        """Accept one text message; waits (so the socket is not read) while too many requests run."""
+        await self._in_flight.acquire()
+        parsed = parse_request(text)
+        if not isinstance(parsed, Request):
+            self._in_flight.release()
+            error, request_id = parsed
+            self._sessions.send(encode_error(request_id, error))
+            return
+        if parsed.method == "initialize":
+            # Answered in order, before any later frame is read, so initialize comes first.
+            try:
+                self._answer(parsed.id, self._initialize(parsed.params))
+            except AcpError as error:
+                self._sessions.send(encode_error(parsed.id, error))
+            finally:
+                self._in_flight.release()
+            return
+        self._nursery.start_soon(self._serve_request, parsed)
+
+    def _answer(self, request_id: str | int, result: msgspec.Struct) -> None:
+        self._sessions.send(encode_result(request_id, result))
+
+    async def _serve_request(self, request: Request) -> None:
+        try:
+            result = await self._dispatch(request)
+        except AcpError as error:
+            self._sessions.send(encode_error(request.id, error))
+        except Exception:
+            _log.exception("request %s failed", request.method)
+            self._sessions.send(encode_error(request.id, None))
+        else:
+            self._answer(request.id, result)
+        finally:
+            self._in_flight.release()
+
+    def _initialize(self, raw: dict[str, object]) -> InitializeResult:
+        if self._initialized:
+            raise AcpError(INVALID_REQUEST, "ACP_INVALID_REQUEST", "initialize may be sent only once")
+        params = decode_params(raw, InitializeParams)
+        if params.protocol_version != PROTOCOL_VERSION:
+            raise AcpError(
+                PROTOCOL_VERSION_MISMATCH,
+                "ACP_PROTOCOL_VERSION",
+                f"unsupported protocol version; this server speaks {PROTOCOL_VERSION}",
+            )
+        if params.capabilities.streaming is not True or params.capabilities.permissioning is not True:
+            raise invalid_params("ACP clients must support streaming and permissioning")
+        self._initialized = True
+        return InitializeResult(
+            protocol_version=PROTOCOL_VERSION,
+            agent_name=AGENT_NAME,
+            agent_version=__version__,
+            capabilities=ServerCapabilities(
+                streaming=True, permissioning=True, sessions=self._state.store is not None
+            ),
+            models=list(self._state.config.model_names),
+        )
+
+    async def _dispatch(self, request: Request) -> msgspec.Struct:
+        method, raw = request.method, request.params
+        if method not in _METHODS:
+            raise AcpError(METHOD_NOT_FOUND, "ACP_METHOD_NOT_FOUND", "method not found")
+        if not self._initialized:
+            raise AcpError(NOT_INITIALIZED, "ACP_NOT_INITIALIZED", "send initialize first")
+        sessions = self._sessions
+        if method == "session/new":
+            return await sessions.create(decode_params(raw, NewSessionParams))
+        if method == "session/prompt":
+            return await sessions.prompt(decode_params(raw, PromptParams))
+        if method == "permission/respond":
+            return sessions.respond(decode_params(raw, PermissionRespondParams))
+        if method == "session/cancel":
+            return await sessions.cancel(decode_params(raw, CancelParams))
+        return await restore_session(self._state, decode_params(raw, RestoreParams), sessions.send)
+
+    async def disconnect(self) -> None:
+        """Apply the disconnect semantics to every session; nothing is sent afterwards."""
+        await self._sessions.disconnect()

@@ -1,0 +1,74 @@
+"""Strict start-up validation of the ``HARNESS_*`` environment (spec §9.2)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["Environment", "read_environment", "refuse_unsupported"]
+
+_PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
+_SANDBOX_PREFIXES: Final = ("HARNESS_SANDBOX_", "HARNESS_DOCKER_")
+_PROVIDER_VARIABLES: Final = ("HARNESS_MODEL_ID", "HARNESS_MODEL_BASE_URL")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Environment:
+    """The validated settings the environment supplies."""
+
+    port: int | None = None
+    token: str | None = None
+    allow_plaintext_remote: bool | None = None
+    readiness_path: str | None = None
+
+
+def refuse_unsupported(environ: Mapping[str, str]) -> None:
+    """Refuse variables that would select features this build does not have.
+
+    Raises:
+        ValueError: with the documented message.
+    """
+    if "HARNESS_DATABASE_URL" in environ:
+        raise ValueError("HARNESS_DATABASE_URL is not supported by this build; use --db")
+    if any(name.startswith(_SANDBOX_PREFIXES) for name in environ):
+        raise ValueError("sandbox execution is not available in this build")
+    if any(name in environ for name in _PROVIDER_VARIABLES):
+        raise ValueError("provider models are not available in this build")
+
+
+def read_environment(
+    environ: Mapping[str, str], *, token_variable: str = "HARNESS_AGENT_TOKEN"
+) -> Environment:
+    """Validate every ``HARNESS_*`` variable the server reads.
+
+    Raises:
+        ValueError: a variable is malformed or refused.
+    """
+    refuse_unsupported(environ)
+    port: int | None = None
+    raw_port = environ.get("HARNESS_AGENT_PORT")
+    if raw_port is not None:
+        if not _PORT.fullmatch(raw_port) or int(raw_port) > 65535:
+            raise ValueError("HARNESS_AGENT_PORT must be an integer from 0 to 65535")
+        port = int(raw_port)
+    token: str | None = None
+    raw_token = environ.get(token_variable)
+    if raw_token is not None:
+        token = raw_token.strip()
+        if not token:
+            raise ValueError(f"{token_variable} must be non-empty when set")
+    allow: bool | None = None
+    raw_allow = environ.get("HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE")
+    if raw_allow is not None:
+        if raw_allow not in ("true", "false"):
+            raise ValueError('HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE must be exactly "true" or "false"')
+        allow = raw_allow == "true"
+    readiness: str | None = None
+    raw_readiness = environ.get("HARNESS_AGENT_READINESS_PATH")
+    if raw_readiness is not None:
+        readiness = raw_readiness.strip()
+        if not readiness:
+            raise ValueError("HARNESS_AGENT_READINESS_PATH must be non-empty after trimming")
+    return Environment(port=port, token=token, allow_plaintext_remote=allow, readiness_path=readiness)

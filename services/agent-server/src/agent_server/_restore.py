@@ -1,0 +1,140 @@
+"""``session/restore``: replay stored events, marking interrupted sessions (spec §8)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Final
+
+from agent_server._errors import (
+    SESSION_NOT_RESTORABLE,
+    AcpError,
+    invalid_params,
+    session_not_found,
+)
+from agent_server._protocol import RestoreParams, RestoreResult, encode_notification
+from agent_server._sessions import ServerState, format_time
+from harness_kernel.events import create_event, serialize_event
+from harness_kernel.store import (
+    SESS_INVALID_CURSOR,
+    SESS_NOT_FOUND,
+    SESS_RECOVERY_CONFLICT,
+    SessionRecord,
+    SessionStoreError,
+)
+
+__all__ = ["restore_session"]
+
+_INTERRUPTED_NOTE: Final = "the owning connection ended before the session finished"
+
+
+def _not_restorable(message: str) -> AcpError:
+    return AcpError(SESSION_NOT_RESTORABLE, "ACP_SESSION_NOT_RESTORABLE", message)
+
+
+def _lease_expiry(value: object) -> datetime | None:
+    if type(value) is not str:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def _check_metadata(state: ServerState, record: SessionRecord) -> datetime:
+    metadata = record.metadata
+    workspace = metadata.get("workspace")
+    root = state.root.rstrip(os.sep)
+    inside = (
+        type(workspace) is str
+        and os.path.isabs(workspace)
+        and os.path.normpath(workspace) == workspace
+        and (workspace == state.root or workspace.startswith(root + os.sep))
+    )
+    owner = metadata.get("ownerId")
+    expiry = _lease_expiry(metadata.get("leaseExpiresAt"))
+    if (
+        metadata.get("kind") != "agent-session"
+        or not inside
+        or metadata.get("modelName") not in state.config.models
+        or type(owner) is not str
+        or not owner
+        or expiry is None
+    ):
+        raise _not_restorable("session metadata is not an agent-server session of this root")
+    return expiry
+
+
+async def restore_session(
+    state: ServerState, params: RestoreParams, send: Callable[[str], None]
+) -> RestoreResult:
+    """Replay one stored session page as ``session/event`` notifications.
+
+    Raises:
+        AcpError: per the mapping of spec §8.
+    """
+    store = state.store
+    if store is None:
+        raise _not_restorable("session persistence is disabled")
+    session_id = params.session_id
+    try:
+        record = await store.get(session_id)
+        expiry = _check_metadata(state, record)
+        size = await store.size(session_id)
+        if params.after_seq > size - 1:
+            raise invalid_params(
+                f"restore cursor {params.after_seq} is beyond the last durable sequence {size - 1}"
+            )
+        last = (await store.slice(session_id, size - 1, size))[-1].event if size else None
+        status: str
+        if record.status == "active":
+            if expiry > await store.current_time():
+                raise _not_restorable("owner lease has not expired")
+            if last is not None and last.type == "agent.stopped":
+                await store.close(session_id)
+                status = "completed"
+            else:
+                marker = create_event(
+                    "session.restored",
+                    {
+                        "sessionId": session_id,
+                        "afterSeq": params.after_seq,
+                        "availableThroughSeq": size - 1,
+                        "availableEvents": max(0, size - params.after_seq - 1),
+                        "outcome": "interrupted",
+                        "note": _INTERRUPTED_NOTE,
+                    },
+                    event_id=state.config.new_id("evt"),
+                    at=format_time(await state.clock()),
+                    actor="agent-server",
+                )
+                await store.recover_interrupted(session_id, marker, expected_metadata=record.metadata)
+                status = "interrupted"
+        else:
+            interrupted = (
+                last is not None
+                and last.type == "session.restored"
+                and getattr(last.data, "outcome", None) == "interrupted"
+            )
+            status = "interrupted" if interrupted else "completed"
+        page = await store.read(session_id, after_seq=params.after_seq, limit=params.limit)
+    except SessionStoreError as error:
+        if error.code == SESS_NOT_FOUND:
+            raise session_not_found(session_id) from None
+        if error.code == SESS_INVALID_CURSOR:
+            raise invalid_params("invalid restore cursor") from None
+        if error.code == SESS_RECOVERY_CONFLICT:
+            raise _not_restorable("session recovery conflict") from None
+        raise
+    for stored in page.events:
+        send(encode_notification(session_id, stored.seq, serialize_event(stored.event)))
+    return RestoreResult(
+        session_id=session_id,
+        status="interrupted" if status == "interrupted" else "completed",
+        replayed_from_seq=params.after_seq + 1,
+        replayed_through_seq=page.next_after_seq,
+        replayed_events=len(page.events),
+        has_more=page.has_more,
+    )

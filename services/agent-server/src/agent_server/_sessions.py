@@ -1,0 +1,432 @@
+"""Sessions of one connection: admission, runs, permissions, durable events (spec §5 to §7)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
+
+import trio
+
+from agent_server._admission import admit_tools
+from agent_server._config import ServerConfig, ToolProviderContext
+from agent_server._errors import (
+    PERMISSION_NOT_FOUND,
+    PERMISSION_RESOLVED,
+    SESSION_ALREADY_RUN,
+    SESSION_LIMIT,
+    AcpError,
+    invalid_params,
+    session_not_found,
+)
+from agent_server._protocol import (
+    CancelParams,
+    CancelResult,
+    NewSessionParams,
+    NewSessionResult,
+    PermissionRespondParams,
+    PermissionRespondResult,
+    PromptParams,
+    PromptResult,
+    PromptUsage,
+    encode_notification,
+)
+from harness_kernel.events import Event, create_event, redact_event, serialize_event
+from harness_kernel.legacy import Budget, RunOptions
+from harness_kernel.manifest import TaskManifest, manifest_permissions
+from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
+from harness_kernel.store import SqliteSessionStore
+from harness_tools import Tool, ToolRegistry
+from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
+
+__all__ = ["ServerState", "Session", "SessionManager", "format_time"]
+
+_log: Final = logging.getLogger("agent_server")
+
+SessionState = Literal["created", "running", "completed", "failed", "canceled"]
+_TERMINAL: Final = frozenset({"completed", "failed", "canceled"})
+
+NOTE_CANCELED: Final = "session canceled"
+NOTE_DISCONNECTED: Final = "ACP client disconnected"
+NOTE_FINISHED: Final = "session finished"
+NOTE_TIMED_OUT: Final = "permission request timed out"
+
+
+def format_time(moment: datetime) -> str:
+    """``moment`` as UTC ISO text with milliseconds and ``Z``."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+@dataclass(eq=False, slots=True)
+class ServerState:
+    """What every connection shares: configuration, root, store and the active session ids."""
+
+    config: ServerConfig
+    root: str
+    store: SqliteSessionStore | None
+    active_session_ids: set[str] = field(default_factory=set[str])
+
+    async def clock(self) -> datetime:
+        """The store clock when a store exists, else the configured ``now``."""
+        if self.store is not None:
+            return await self.store.current_time()
+        return self.config.now()
+
+
+class PersistenceFailedError(Exception):
+    """Storing an event or refreshing the lease failed; the run is aborted."""
+
+
+@dataclass(eq=False, slots=True)
+class _Pending:
+    done: trio.Event = field(default_factory=trio.Event)
+    resolution: PermissionResolution | None = None
+
+
+@dataclass(eq=False, slots=True)
+class Session:
+    """One session of a connection."""
+
+    id: str
+    workspace: str
+    model_name: str
+    task_id: str | None
+    manifest: TaskManifest | None
+    tools: ToolRegistry
+    state: SessionState = "created"
+    abort: AbortController = field(default_factory=AbortController)
+    pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
+    resolved: set[str] = field(default_factory=set[str])
+    next_seq: int = 0
+    persistence_failed: bool = False
+    finished: bool = False
+    idle_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    lease_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+    def resolve_pending(self, permission_id: str, resolution: PermissionResolution) -> None:
+        """Settle one pending permission and mark its id used."""
+        pending = self.pending.pop(permission_id, None)
+        self.resolved.add(permission_id)
+        if pending is not None:
+            pending.resolution = resolution
+            pending.done.set()
+
+    def deny_pending(self, note: str) -> None:
+        """Deny every pending permission with ``note``."""
+        for permission_id in list(self.pending):
+            self.resolve_pending(permission_id, PermissionResolution("deny", note))
+
+    def stop(self, note: str) -> None:
+        """Deny pending permissions and abort the run (cancel and disconnect)."""
+        self.deny_pending(note)
+        self.abort.abort(note)
+
+
+class SessionManager:
+    """The sessions created by one connection and the methods that act on them.
+
+    Args:
+        state: The server-wide state.
+        send: Queues one text frame; dropped once the connection is closing.
+        nursery: Runs the session timers; the connection waits for it.
+    """
+
+    def __init__(self, state: ServerState, send: Callable[[str], None], nursery: trio.Nursery) -> None:
+        self._state = state
+        self._config = state.config
+        self._send = send
+        self._nursery = nursery
+        self._sessions: dict[str, Session] = {}
+        self._created = 0
+        self.owner_id: Final = state.config.new_id("connection")
+        self.disconnected = False
+
+    def _lookup(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        return session
+
+    # ------------------------------------------------------------ session/new
+
+    def _resolve_workspace(self, requested: str) -> str:
+        root = self._state.root
+        try:
+            lexical = open_workspace(root).resolve_path(requested)
+            real = os.path.realpath(lexical, strict=True)
+        except (WorkspaceEscapesRootError, OSError, ValueError):
+            raise invalid_params("workspace must exist inside the configured root") from None
+        inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+        if not inside or not os.path.isdir(real):
+            raise invalid_params("workspace must exist inside the configured root")
+        return real
+
+    async def create(self, params: NewSessionParams) -> NewSessionResult:
+        """``session/new`` (§5.1)."""
+        config = self._config
+        if self._created >= config.max_sessions_per_connection:
+            raise AcpError(
+                SESSION_LIMIT, "ACP_SESSION_LIMIT", "this connection has created its session limit"
+            )
+        workspace = await trio.to_thread.run_sync(self._resolve_workspace, params.workspace)
+        model_name = params.model if params.model is not None else config.chosen_default_model
+        if model_name is None or model_name not in config.models:
+            raise invalid_params("unknown model")
+        manifest = None
+        if params.task_id is not None:
+            manifest = await trio.to_thread.run_sync(config.load_manifest, workspace, params.task_id)
+        session_id = config.new_id("sess")
+        if session_id in self._state.active_session_ids:
+            raise RuntimeError("session id collision")
+        context = ToolProviderContext(
+            session_id=session_id, workspace=workspace, task_id=params.task_id, model=model_name
+        )
+        offered: list[Tool[Any]] = list(config.tools(context))
+        tools = await trio.to_thread.run_sync(admit_tools, offered, workspace)
+        session = Session(
+            id=session_id,
+            workspace=workspace,
+            model_name=model_name,
+            task_id=params.task_id,
+            manifest=manifest,
+            tools=tools,
+        )
+        self._state.active_session_ids.add(session_id)
+        try:
+            await self._create_row(session)
+        except BaseException:
+            self._state.active_session_ids.discard(session_id)
+            raise
+        self._created += 1
+        self._sessions[session_id] = session
+        self._nursery.start_soon(self._idle_timer, session)
+        if self._state.store is not None:
+            self._nursery.start_soon(self._lease_refresh, session)
+        return NewSessionResult(session_id=session_id)
+
+    async def _lease_metadata(self, session: Session) -> dict[str, object]:
+        now = await self._state.clock()
+        expiry = now + timedelta(milliseconds=self._config.session_lease_ms)
+        return {
+            "kind": "agent-session",
+            "workspace": session.workspace,
+            "modelName": session.model_name,
+            "ownerId": self.owner_id,
+            "leaseExpiresAt": format_time(expiry),
+        }
+
+    async def _create_row(self, session: Session) -> None:
+        store = self._state.store
+        if store is None:
+            return
+        metadata = await self._lease_metadata(session)
+        record = await store.create(session.id, task_id=session.task_id, metadata=metadata)
+        if record.metadata.get("ownerId") != self.owner_id:
+            raise RuntimeError("session row belongs to another owner")
+
+    async def _idle_timer(self, session: Session) -> None:
+        with session.idle_scope:
+            await trio.sleep(self._config.created_session_timeout_ms / 1000)
+            if session.state == "created":
+                session.stop(NOTE_CANCELED)
+                session.state = "canceled"
+                await self._finish(session)
+
+    async def _lease_refresh(self, session: Session) -> None:
+        store = self._state.store
+        assert store is not None
+        interval = max(0.5, self._config.session_lease_ms / 3000)
+        with session.lease_scope:
+            while True:
+                await trio.sleep(interval)
+                try:
+                    metadata = await self._lease_metadata(session)
+                    await store.set_metadata(session.id, metadata, owner_id=self.owner_id)
+                except Exception:
+                    _log.exception("lease refresh failed for session %s", session.id)
+                    session.persistence_failed = True
+                    session.abort.abort("persistence failure")
+                    return
+
+    async def _finish(self, session: Session, *, keep_active: bool = False) -> None:
+        if session.finished:
+            return
+        session.finished = True
+        session.deny_pending(NOTE_FINISHED)
+        session.idle_scope.cancel()
+        session.lease_scope.cancel()
+        store = self._state.store
+        try:
+            if store is not None and not keep_active:
+                with trio.CancelScope(shield=True):
+                    await store.close(session.id, owner_id=self.owner_id)
+        except Exception:
+            _log.exception("closing the row of session %s failed", session.id)
+        finally:
+            self._state.active_session_ids.discard(session.id)
+
+    # ------------------------------------------------------------ session/prompt
+
+    async def prompt(self, params: PromptParams) -> PromptResult:
+        """``session/prompt`` (§5.3)."""
+        session = self._lookup(params.session_id)
+        if session.state != "created":
+            raise AcpError(SESSION_ALREADY_RUN, "ACP_SESSION_ALREADY_RUN", "session has already run")
+        session.state = "running"
+        session.idle_scope.cancel()
+        config = self._config
+        limits = session.manifest.budget if session.manifest is not None else None
+        budget = Budget(
+            max_model_tokens=_smallest(params.max_model_tokens, limits and limits.max_model_tokens),
+            max_tool_calls=_smallest(params.max_tool_calls, limits and limits.max_tool_calls),
+        )
+        permissions = manifest_permissions(session.manifest) if session.manifest is not None else None
+
+        async def resolve(request: PermissionRequest, signal: AbortSignal) -> PermissionResolution:
+            return await self._await_operator(session, request)
+
+        async def on_event(event: Event) -> None:
+            await self._record(session, event)
+
+        try:
+            options = RunOptions(
+                goal=params.content,
+                model=config.models[session.model_name](),
+                tools=session.tools,
+                budget=budget,
+                task_id=session.task_id,
+                session_id=session.id,
+                workspace=session.workspace,
+                on_event=on_event,
+                permission=RulePermissionController(permissions, resolve=resolve),
+                signal=session.abort.signal,
+                now=lambda: format_time(config.now()),
+                new_id=config.new_id,
+            )
+            result = await config.run(options)
+        except Exception:
+            session.state = "canceled" if session.abort.signal.aborted else "failed"
+            await self._finish(session, keep_active=session.persistence_failed)
+            raise
+        if session.persistence_failed:
+            session.state = "failed"
+            await self._finish(session, keep_active=True)
+            raise PersistenceFailedError("a session event was not stored")
+        if session.abort.signal.aborted:
+            session.state = "canceled"
+        else:
+            session.state = "completed" if result.status == "completed" else "failed"
+        await self._finish(session)
+        usage = result.usage
+        return PromptResult(
+            status=result.status,
+            events=[],
+            final_text=result.text,
+            usage=PromptUsage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.prompt_tokens + usage.completion_tokens,
+            ),
+        )
+
+    async def _record(self, session: Session, event: Event) -> None:
+        """Redact, store, then send one event (§6)."""
+        try:
+            redacted = redact_event(event)
+        except Exception:
+            _log.exception("event redaction failed in session %s", session.id)
+            session.abort.abort("event redaction failed")
+            replacement = create_event(
+                "error",
+                {"code": "EVENT_REDACTION_FAILED", "message": "event redaction failed", "retryable": False},
+                event_id=self._config.new_id("evt"),
+                at=format_time(self._config.now()),
+                actor="agent-server",
+            )
+            await self._append_then_send(session, replacement)
+            raise
+        await self._append_then_send(session, redacted)
+
+    async def _append_then_send(self, session: Session, event: Event) -> None:
+        store = self._state.store
+        if store is not None:
+            try:
+                stored = await store.append(session.id, event, owner_id=self.owner_id)
+            except Exception:
+                session.persistence_failed = True
+                session.abort.abort("persistence failure")
+                raise
+            seq, event = stored.seq, stored.event
+        else:
+            seq = session.next_seq
+            session.next_seq += 1
+        if event.type == "permission.requested":
+            permission_id: object = getattr(event.data, "permission_id", None)
+            if type(permission_id) is str:
+                session.pending[permission_id] = _Pending()
+        self.send(encode_notification(session.id, seq, serialize_event(event)))
+
+    def send(self, text: str) -> None:
+        """Queue a frame unless the client has disconnected."""
+        if not self.disconnected:
+            self._send(text)
+
+    async def _await_operator(self, session: Session, request: PermissionRequest) -> PermissionResolution:
+        if session.abort.signal.aborted or session.finished:
+            session.resolved.add(request.permission_id)
+            return PermissionResolution("deny", NOTE_CANCELED)
+        pending = session.pending.get(request.permission_id)
+        if pending is None:
+            pending = session.pending[request.permission_id] = _Pending()
+        with trio.move_on_after(self._config.permission_timeout_ms / 1000):
+            await pending.done.wait()
+        if pending.resolution is None:
+            session.resolve_pending(request.permission_id, PermissionResolution("deny", NOTE_TIMED_OUT))
+        assert pending.resolution is not None
+        return pending.resolution
+
+    # ------------------------------------------------------------ permission/respond, cancel
+
+    def respond(self, params: PermissionRespondParams) -> PermissionRespondResult:
+        """``permission/respond`` (§7)."""
+        session = self._lookup(params.session_id)
+        if params.permission_id in session.pending:
+            session.resolve_pending(params.permission_id, PermissionResolution(params.decision, params.note))
+            return PermissionRespondResult(accepted=True)
+        if params.permission_id in session.resolved:
+            raise AcpError(PERMISSION_RESOLVED, "ACP_PERMISSION_RESOLVED", "permission is already resolved")
+        raise AcpError(PERMISSION_NOT_FOUND, "ACP_PERMISSION_NOT_FOUND", "permission is not pending")
+
+    async def cancel(self, params: CancelParams) -> CancelResult:
+        """``session/cancel`` (§5.4)."""
+        session = self._lookup(params.session_id)
+        if session.state in _TERMINAL:
+            return CancelResult(canceled=False)
+        session.stop(NOTE_CANCELED)
+        if session.state == "created":
+            session.state = "canceled"
+            await self._finish(session)
+        return CancelResult(canceled=True)
+
+    async def disconnect(self) -> None:
+        """Apply the disconnect semantics (§5.5); no frame is sent afterwards."""
+        self.disconnected = True
+        for session in list(self._sessions.values()):
+            if session.state in _TERMINAL:
+                continue
+            session.stop(NOTE_DISCONNECTED)
+            if session.state == "created":
+                session.state = "canceled"
+                await self._finish(session)
+
+
+def _smallest(first: int | None, second: int | None) -> int | None:
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return min(first, second)

@@ -1,0 +1,211 @@
+"""The WebSocket driver of one socket: wsproto frames in and out, limits and close codes (spec §2.4).
+
+Project code never parses or builds frame bytes: wsproto's frame-level ``Connection``
+does both. This module only feeds it, counts bytes and fragments, and queues its output.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import trio
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+from wsproto.utilities import LocalProtocolError
+
+__all__ = ["WebSocketDriver", "cut_reason"]
+
+_log: Final = logging.getLogger("agent_server")
+
+MAX_FRAGMENTS: Final = 1024
+INCOMPLETE_FRAME_SECONDS: Final = 30.0
+CLOSE_GRACE_SECONDS: Final = 1.0
+_RECEIVE_BYTES: Final = 65_536
+_MAX_REASON_BYTES: Final = 123
+
+
+def cut_reason(reason: str) -> str:
+    """``reason`` cut at a code-point boundary to at most 123 UTF-8 bytes."""
+    encoded = reason.encode("utf-8", "replace")
+    if len(encoded) <= _MAX_REASON_BYTES:
+        return reason
+    return encoded[:_MAX_REASON_BYTES].decode("utf-8", "ignore")
+
+
+class WebSocketDriver:
+    """Drives one upgraded socket.
+
+    Args:
+        stream: The TCP stream, after the 101 response.
+        trailing_data: Bytes h11 read past the request head.
+        max_message_bytes: The inbound and outbound text limit in UTF-8 bytes.
+    """
+
+    def __init__(self, stream: trio.abc.Stream, trailing_data: bytes, *, max_message_bytes: int) -> None:
+        self._stream = stream
+        self._ws = Connection(ConnectionType.SERVER)
+        self._pending_input = trailing_data
+        self._max_message_bytes = max_message_bytes
+        self._outbound_cap = max(64 * 1024, 2 * max_message_bytes)
+        self._queued_bytes = 0
+        self._outbox, self._outbox_reader = trio.open_memory_channel[bytes](math.inf)
+        self._reading = trio.CancelScope()
+        self._peer_closed = trio.Event()
+        self._close_flushed = trio.Event()
+        self.close_sent = False
+        self.close_code: int | None = None
+
+    # ------------------------------------------------------------ output
+
+    def _enqueue(self, frame: bytes, *, capped: bool = True) -> bool:
+        if capped and self._queued_bytes + len(frame) > self._outbound_cap:
+            self._overflow()
+            return False
+        self._queued_bytes += len(frame)
+        self._outbox.send_nowait(frame)
+        return True
+
+    def _overflow(self) -> None:
+        # The peer stopped reading: drop what is queued and try to say why.
+        while True:
+            try:
+                self._outbox_reader.receive_nowait()
+            except trio.WouldBlock:
+                break
+        self._queued_bytes = 0
+        self.close(1013, "outbound queue is full")
+
+    def send_text(self, text: str) -> None:
+        """Queue one text message; an oversized one closes with 1009, a full queue with 1013."""
+        if self.close_sent:
+            return
+        if len(text.encode("utf-8")) > self._max_message_bytes:
+            self.close(1009, "outbound message is too large")
+            return
+        self._enqueue(self._ws.send(TextMessage(data=text)))
+
+    def close(self, code: int, reason: str) -> None:
+        """Queue a close frame once and stop reading."""
+        if self.close_sent:
+            return
+        self.close_sent = True
+        self.close_code = code
+        self._reading.cancel()
+        try:
+            frame = self._ws.send(CloseConnection(code=code, reason=cut_reason(reason)))
+        except LocalProtocolError:
+            self._close_flushed.set()
+            return
+        self._enqueue(frame, capped=False)
+
+    async def write_frames(self) -> None:
+        """Send queued frames until the socket breaks or the task is cancelled."""
+        async for frame in self._outbox_reader:
+            try:
+                await self._stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            self._queued_bytes = max(0, self._queued_bytes - len(frame))
+            if self.close_sent and not self._queued_bytes:
+                self._close_flushed.set()
+
+    # ------------------------------------------------------------ input
+
+    async def read_messages(self, deliver: Callable[[str], Awaitable[None]]) -> None:
+        """Read until a close, an error or cancellation of reading; text messages go to ``deliver``."""
+        with self._reading:
+            try:
+                await self._read_loop(deliver)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._peer_closed.set()
+            except Exception:
+                _log.exception("WebSocket driver failed")
+                self.close(1011, "internal error")
+
+    def stop_reading(self) -> None:
+        """Make :meth:`read_messages` return (used at shutdown)."""
+        self._reading.cancel()
+
+    async def _read_loop(self, deliver: Callable[[str], Awaitable[None]]) -> None:
+        parts: list[str] = []
+        size = 0
+        fragments = 0
+        in_message = False
+        incomplete_since: float | None = None
+        data = self._pending_input
+        while True:
+            if data:
+                self._ws.receive_data(bytes(data))
+            progressed = False
+            for event in self._ws.events():
+                progressed = True
+                if isinstance(event, TextMessage):
+                    in_message = True
+                    size += len(event.data.encode("utf-8"))
+                    fragments += 1 if event.frame_finished else 0
+                    if size > self._max_message_bytes:
+                        self.close(1009, "message is too large")
+                        return
+                    if fragments > MAX_FRAGMENTS:
+                        self.close(1009, "message has too many fragments")
+                        return
+                    parts.append(event.data)
+                    if event.message_finished:
+                        text = "".join(parts)
+                        parts, size, fragments, in_message = [], 0, 0, False
+                        await deliver(text)
+                elif isinstance(event, BytesMessage):
+                    self.close(1003, "binary messages are not supported")
+                    return
+                elif isinstance(event, Ping):
+                    if not self._enqueue(self._ws.send(event.response())):
+                        return
+                elif isinstance(event, CloseConnection):
+                    if self._ws.state is ConnectionState.REMOTE_CLOSING:
+                        self._peer_closed.set()
+                        self.close(event.code, event.reason or "")
+                    else:
+                        # wsproto reports a protocol (1002) or UTF-8 (1007) failure this way.
+                        self.close(event.code, event.reason or "invalid frame")
+                    return
+            if progressed and not in_message:
+                incomplete_since = None
+            elif data and incomplete_since is None:
+                incomplete_since = trio.current_time()
+            deadline = math.inf if incomplete_since is None else incomplete_since + INCOMPLETE_FRAME_SECONDS
+            with trio.move_on_at(deadline):
+                data = await self._stream.receive_some(_RECEIVE_BYTES)
+                if not data:
+                    self._peer_closed.set()
+                    return
+                continue
+            self.close(1002, "incomplete frame timed out")
+            return
+
+    # ------------------------------------------------------------ closing
+
+    async def finish(self, code: int, reason: str) -> None:
+        """Close with ``code`` unless a close was sent, flush it, await the peer's close, then return.
+
+        Gives up after the grace period; the caller then closes the TCP stream.
+        """
+        self.close(code, reason)
+        with trio.move_on_after(CLOSE_GRACE_SECONDS):
+            await self._close_flushed.wait()
+            while not self._peer_closed.is_set():
+                try:
+                    data = await self._stream.receive_some(_RECEIVE_BYTES)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if not data:
+                    return
+                try:
+                    self._ws.receive_data(bytes(data))
+                except LocalProtocolError:
+                    return
+                for event in self._ws.events():
+                    if isinstance(event, CloseConnection):
+                        return

@@ -1,0 +1,117 @@
+"""The ``harness-exit-gate`` command line: ``validate MANIFEST...`` and ``run MANIFEST`` (exit-gate.md §4)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Final, NoReturn
+
+from harness_exit_gate._manifest_file import load_task_manifest_file
+from harness_exit_gate._run import DEFAULT_TEST_COMMAND, DEFAULT_TIMEOUT_MS, RunOptions, run_gate
+from harness_kernel.manifest import ManifestParseError
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
+
+PROG: Final = "harness-exit-gate"
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Task manifests and the changed-path exit gate.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    validate = commands.add_parser("validate", help="check manifests against the schema")
+    validate.add_argument("manifests", nargs="*", metavar="MANIFEST")
+    run = commands.add_parser("run", help="run the exit gate for one task manifest")
+    run.add_argument("manifest", nargs="?", metavar="MANIFEST")
+    run.add_argument("--base", metavar="REV")
+    run.add_argument("--test-cmd", default=DEFAULT_TEST_COMMAND, metavar="CMD")
+    run.add_argument("--timeout-ms", default=DEFAULT_TIMEOUT_MS, metavar="N")
+    run.add_argument("--ci-head-ref", metavar="REF")
+    run.add_argument("--head-sha", metavar="SHA")
+    run.add_argument("--pr-url", metavar="URL")
+    run.add_argument("--branch", help=argparse.SUPPRESS)
+    return parser
+
+
+def _usage(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _validate(paths: Sequence[str]) -> int:
+    status = EXIT_OK
+    for path in paths:
+        try:
+            manifest = load_task_manifest_file(path)
+        except ManifestParseError as error:
+            print(f"{path}: {error}", file=sys.stderr)
+            status = EXIT_FAILED
+            continue
+        print(f'valid task manifest: {manifest.id} "{manifest.title}"')
+    return status
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    outcome = run_gate(
+        RunOptions(
+            manifest=arguments.manifest,
+            cwd=os.getcwd(),
+            base=arguments.base,
+            test_command=arguments.test_cmd,
+            timeout_ms=arguments.timeout_ms,
+            ci_head_ref=(
+                None
+                if arguments.ci_head_ref is None and arguments.head_sha is None
+                else arguments.ci_head_ref or ""
+            ),
+            head_sha=(
+                None
+                if arguments.ci_head_ref is None and arguments.head_sha is None
+                else arguments.head_sha or ""
+            ),
+            pull_request_url=arguments.pr_url or os.environ.get("HARNESS_PULL_REQUEST_URL") or None,
+        )
+    )
+    sys.stdout.write(outcome.report.decode("utf-8"))
+    if outcome.report_written:
+        print(f"report: {outcome.report_path}")
+    else:
+        print(f"report was not written; intended path: {outcome.report_path}")
+    sys.stdout.flush()
+    for code, message in outcome.failures:
+        print(f"{code}: {message}", file=sys.stderr)
+    return outcome.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 failed or invalid, 2 usage)."""
+    try:
+        arguments = _parser().parse_args(argv)
+    except _UsageError as error:
+        return _usage(str(error))
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    if arguments.command is None:
+        return _usage("a command is required: validate or run")
+    if arguments.command == "validate":
+        if not arguments.manifests:
+            return _usage("validate needs at least one MANIFEST")
+        return _validate(arguments.manifests)
+    if arguments.branch is not None:
+        return _usage("--branch is refused: branch is not trusted metadata")
+    if arguments.manifest is None:
+        return _usage("run needs a MANIFEST")
+    return _run(arguments)

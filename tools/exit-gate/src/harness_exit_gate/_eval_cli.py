@@ -1,0 +1,135 @@
+"""``harness-eval [SCENARIO ...] [--report PATH] [--root DIR]`` (kernel.md §10)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final, NoReturn
+
+import msgspec
+import trio
+
+from harness_exit_gate._errors import RunReportError
+from harness_exit_gate._manifest_file import load_task_manifest_file
+from harness_exit_gate._report import validate_report_artifact
+from harness_kernel.evals import (
+    InvariantCheckError,
+    Scenario,
+    ScenarioParseError,
+    ScenarioRuntimeError,
+    execute_scenario,
+    load_scenario,
+)
+from harness_kernel.manifest import ManifestParseError, TaskManifest
+
+__all__ = ["main"]
+
+PROG: Final = "harness-eval"
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_NONE: Final = 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Run golden scenarios from tasks/scenarios/.")
+    parser.add_argument(
+        "scenarios", nargs="*", metavar="SCENARIO", help="a path, or a bare name in tasks/scenarios/"
+    )
+    parser.add_argument("--report", metavar="PATH", help="a run report whose status the scenarios check")
+    parser.add_argument("--root", default=".", metavar="DIR", help="the repository root (default: .)")
+    return parser
+
+
+def _scenario_paths(root: Path, names: Sequence[str]) -> list[Path]:
+    folder = root / "tasks" / "scenarios"
+    if not names:
+        if not folder.is_dir():
+            return []
+        return sorted(
+            path for path in folder.iterdir() if path.suffix in (".yaml", ".yml") and path.is_file()
+        )
+    paths: list[Path] = []
+    for name in names:
+        bare = "/" not in name and not name.endswith((".yaml", ".yml"))
+        paths.append(folder / f"{name}.yaml" if bare else Path(name))
+    return paths
+
+
+def _read_scenario(path: Path, root: Path) -> tuple[Scenario, dict[str, TaskManifest]] | str:
+    try:
+        scenario = load_scenario(path.read_text(encoding="utf-8"))
+        manifests = {
+            task_id: load_task_manifest_file(root / "tasks" / f"{task_id}.yaml")
+            for task_id in scenario.uses_tasks
+        }
+    except OSError as error:
+        return f"FAIL {path}: cannot read: {error.strerror}"
+    except UnicodeDecodeError:
+        return f"FAIL {path}: not UTF-8"
+    except (ScenarioParseError, ManifestParseError) as error:
+        return f"FAIL {path}: {error}"
+    return scenario, manifests
+
+
+async def _run_one(path: Path, root: Path, report: Mapping[str, object] | None) -> tuple[bool, str]:
+    read = await trio.to_thread.run_sync(_read_scenario, path, root)
+    if isinstance(read, str):
+        return False, read
+    scenario, manifests = read
+    try:
+        outcome = await execute_scenario(scenario, manifests, report=report)
+    except (ScenarioRuntimeError, InvariantCheckError) as error:
+        return False, f"FAIL {path}: {error}"
+    if outcome.ok:
+        return True, f"PASS {outcome.id} ({outcome.duration_ms:.1f} ms)"
+    return False, f"FAIL {outcome.id}: " + "; ".join(outcome.failures)
+
+
+async def _run_all(paths: Sequence[Path], root: Path, report: Mapping[str, object] | None) -> int:
+    passed = 0
+    for path in paths:
+        ok, line = await _run_one(path, root, report)
+        passed += ok
+        print(line)
+    print(f"{passed}/{len(paths)} scenarios passed")
+    return EXIT_OK if passed == len(paths) else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the scenarios: exit 0 when all pass, 1 on any failure, 2 when none are found or on misuse."""
+    try:
+        arguments = _parser().parse_args(argv)
+    except _UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return EXIT_NONE
+    except SystemExit as exit_:  # --help
+        return exit_.code if isinstance(exit_.code, int) else EXIT_NONE
+    root = Path(arguments.root)
+    report: Mapping[str, object] | None = None
+    if arguments.report is not None:
+        try:
+            document = msgspec.json.decode(Path(arguments.report).read_bytes())
+            validate_report_artifact(document)
+        except OSError as error:
+            print(f"{PROG}: cannot read report {arguments.report}: {error.strerror}", file=sys.stderr)
+            return EXIT_FAILED
+        except (msgspec.DecodeError, RunReportError) as error:
+            print(f"{PROG}: {error}", file=sys.stderr)
+            return EXIT_FAILED
+        report = document
+    paths = _scenario_paths(root, arguments.scenarios)
+    if not paths:
+        print(f"{PROG}: no scenarios found in {root / 'tasks' / 'scenarios'}", file=sys.stderr)
+        return EXIT_NONE
+    return trio.run(_run_all, paths, root, report)

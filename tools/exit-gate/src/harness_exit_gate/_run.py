@@ -1,0 +1,683 @@
+"""The ``run`` algorithm (exit-gate.md §5): preflight, snapshots, the test command, evidence."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, Literal, TypeAlias
+
+from msgspec import UNSET, UnsetType
+
+from harness_exit_gate._command import parse_command
+from harness_exit_gate._errors import CommandParseError, GitCheckError, RunReportError
+from harness_exit_gate._evidence import (
+    EvidenceError,
+    fallback_directory,
+    persist_companion,
+    prepare_run_directory,
+    write_atomically,
+)
+from harness_exit_gate._git import (
+    RUNS_DIR,
+    Git,
+    GitState,
+    capture_stable_snapshot,
+    check_repository_safety,
+    fingerprint_runs,
+    is_full_oid,
+    local_base,
+    read_state,
+    resolve_base,
+    top_level,
+)
+from harness_exit_gate._manifest_file import read_manifest_bytes
+from harness_exit_gate._process import run_test_command
+from harness_exit_gate._report import (
+    CURRENT_RUN_REPORT_SCHEMA,
+    RUN_PREFLIGHT_REPORT_SCHEMA,
+    Deliverables,
+    Failure,
+    GitEvidence,
+    Issue,
+    PolicySummary,
+    PreflightDeliverables,
+    PreflightError,
+    PreflightTask,
+    RunPreflightReport,
+    RunReport,
+    Snapshot,
+    Stage,
+    TaskRef,
+    TestsRecord,
+    encode_report,
+    validate_run_preflight_report,
+    validate_run_report,
+)
+from harness_kernel.events import Event, EventType, create_event, serialize_event
+from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest, manifest_permissions
+from harness_kernel.policy import decide, path_allowed
+
+__all__ = ["DEFAULT_TEST_COMMAND", "DEFAULT_TIMEOUT_MS", "RunOptions", "RunOutcome", "run_gate"]
+
+ACTOR: Final = "harness-exit-gate"
+DEFAULT_TEST_COMMAND: Final = "uv run --frozen pytest"
+DEFAULT_TIMEOUT_MS: Final = "300000"
+_MAX_TIMEOUT_MS: Final = 2_147_483_647
+_BLOCKING: Final = frozenset(
+    (
+        "PATH_SCOPE_VIOLATION",
+        "POST_TEST_PATH_SCOPE_VIOLATION",
+        "PROCESS_EXEC_DENIED",
+        "PROCESS_EXEC_APPROVAL_REQUIRED",
+        "TEST_TIMEOUT_INVALID",
+        "TEST_COMMAND_INVALID",
+        "MANIFEST_MUTATED_DURING_RUN",
+        "TEST_PROCESS_GROUP_CLEANUP_FAILED",
+    )
+)
+Effect: TypeAlias = Literal["allow", "ask", "deny"]
+Status: TypeAlias = Literal["passed", "failed", "blocked"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """The ``run`` command's inputs, as given on the command line."""
+
+    manifest: str
+    cwd: str
+    base: str | None = None
+    test_command: str = DEFAULT_TEST_COMMAND
+    timeout_ms: str = DEFAULT_TIMEOUT_MS
+    ci_head_ref: str | None = None
+    head_sha: str | None = None
+    pull_request_url: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOutcome:
+    """What ``run`` printed and returned."""
+
+    exit_code: int
+    report: bytes
+    report_path: str
+    report_written: bool
+    failures: tuple[tuple[str, str], ...]
+
+
+class _Preflight(Exception):
+    def __init__(
+        self, stage: Literal["manifest", "git"], code: str, message: str, issues: tuple[Issue, ...] = ()
+    ):
+        super().__init__(message)
+        self.stage: Literal["manifest", "git"] = stage
+        self.code = code
+        self.issues = issues
+        self.manifest: _Manifest | None = None
+
+
+def _now() -> str:
+    moment = datetime.now(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _issues(error: ManifestParseError) -> tuple[Issue, ...]:
+    return tuple(Issue(path=issue.path, message=issue.message) for issue in error.issues)
+
+
+@dataclass
+class _Manifest:
+    path: Path
+    digest: str
+    manifest: TaskManifest
+
+
+@dataclass
+class _Run:
+    options: RunOptions
+    run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
+    session_id: str = field(default_factory=lambda: f"sess-{uuid.uuid4()}")
+    started_at: str = field(default_factory=_now)
+    events: list[Event] = field(default_factory=list[Event])
+    failures: list[Failure] = field(default_factory=list[Failure])
+    errors_emitted: set[str] = field(default_factory=set[str])
+    task: TaskManifest | None = None
+    root: str | None = None
+
+    # -------------------------------------------------------------- events
+
+    def emit(self, kind: EventType, data: dict[str, object]) -> Event:
+        event = create_event(kind, data, actor=ACTOR, at=_now())
+        self.events.append(event)
+        return event
+
+    def decision(self, action: str, subject: str, effect: Effect, reason: str) -> None:
+        assert self.task is not None
+        self.emit(
+            "policy.decision",
+            {
+                "taskId": self.task.id,
+                "sessionId": self.session_id,
+                "runId": self.run_id,
+                "action": action,
+                "subject": subject,
+                "effect": effect,
+                "reason": reason,
+            },
+        )
+
+    def error_event(self, failure: Failure) -> None:
+        if failure.code in self.errors_emitted:
+            return
+        self.errors_emitted.add(failure.code)
+        data: dict[str, object] = {
+            "code": failure.code,
+            "message": failure.message,
+            "retryable": False,
+            "sessionId": self.session_id,
+            "runId": self.run_id,
+            "stage": failure.stage,
+        }
+        if self.task is not None:
+            data["taskId"] = self.task.id
+        self.emit("error", data)
+
+    def fail(self, stage: Stage, code: str, message: str, *, event: bool = False) -> None:
+        failure = Failure(stage=stage, code=code, message=message)
+        self.failures.append(failure)
+        if event:
+            self.error_event(failure)
+
+    # -------------------------------------------------------------- manifest
+
+    def read_manifest(self, root: str) -> _Manifest:
+        argument = Path(os.path.realpath(self.options.cwd)) / self.options.manifest
+        try:
+            data = read_manifest_bytes(argument)
+        except ManifestParseError as error:
+            raise _Preflight("manifest", "MANIFEST_READ_FAILED", str(error), _issues(error)) from None
+        try:
+            manifest = load_task_manifest(data)
+        except ManifestParseError as error:
+            raise _Preflight("manifest", "MANIFEST_INVALID", str(error), _issues(error)) from None
+        expected = Path(root) / "tasks" / f"{manifest.id}.yaml"
+        absolute = Path(os.path.abspath(argument))
+        if absolute != expected or absolute.is_symlink() or not absolute.is_file():
+            raise _Preflight(
+                "manifest",
+                "MANIFEST_PATH_INVALID",
+                f"the manifest must be the file tasks/{manifest.id}.yaml, not {self.options.manifest}",
+            )
+        if Path(os.path.realpath(absolute)) != expected:
+            raise _Preflight(
+                "manifest", "MANIFEST_PATH_INVALID", "the manifest's real path is not tasks/<id>.yaml"
+            )
+        return _Manifest(path=expected, digest=hashlib.sha256(data).hexdigest(), manifest=manifest)
+
+    # -------------------------------------------------------------- git preflight
+
+    def git_preflight(self, git: Git, task_id: str) -> tuple[GitState, str, str, str]:
+        branch = f"tasks/{task_id}"
+        try:
+            state = read_state(git)
+            check_repository_safety(git)
+            options = self.options
+            ci = options.ci_head_ref is not None or options.head_sha is not None
+            if ci:
+                head_ref = options.ci_head_ref or ""
+                head_sha = options.head_sha or ""
+                base = options.base or ""
+                if head_ref != branch:
+                    raise GitCheckError(
+                        "GIT_CI_CONTEXT_INVALID", f"--ci-head-ref must be {branch}, got {head_ref!r}"
+                    )
+                if not is_full_oid(head_sha) or not is_full_oid(base):
+                    raise GitCheckError(
+                        "GIT_CI_CONTEXT_INVALID", "--head-sha and --base must be full object ids"
+                    )
+                if state.branch is not None and state.branch != f"refs/heads/{branch}":
+                    raise GitCheckError(
+                        "GIT_BRANCH_MISMATCH", f"checked-out branch {state.branch} is not {branch}"
+                    )
+                if state.head != head_sha:
+                    raise GitCheckError(
+                        "GIT_HEAD_MISMATCH", f"HEAD {state.head} is not --head-sha {head_sha}"
+                    )
+                base_ref = base
+            else:
+                if state.branch is None:
+                    raise GitCheckError("GIT_DETACHED_UNVERIFIED", f"HEAD is detached; check out {branch}")
+                if state.branch != f"refs/heads/{branch}":
+                    raise GitCheckError("GIT_BRANCH_MISMATCH", f"HEAD is on {state.branch}, not {branch}")
+                base_ref = local_base(git, options.base)
+            base_info = resolve_base(git, base_ref, state.head)
+        except GitCheckError as error:
+            self.decision("git.branch", branch, "deny", error.message)
+            raise _Preflight("git", error.code, error.message) from None
+        self.decision("git.branch", branch, "allow", f"HEAD is verified as {branch}")
+        return state, base_info.ref, base_info.sha, base_info.merge_base
+
+    # -------------------------------------------------------------- scope
+
+    def violations(self, snapshot: Snapshot) -> list[str]:
+        assert self.task is not None
+        allowed = self.task.allowed_paths
+        return [
+            path
+            for path in snapshot.policy_paths
+            if path.startswith(RUNS_DIR) or not path_allowed(allowed, path)
+        ]
+
+    def scope_decision(self, subject: str, violations: list[str]) -> None:
+        if violations:
+            self.decision(
+                "workspace.path_scope",
+                subject,
+                "deny",
+                f"{len(violations)} changed path(s) outside allowed_paths",
+            )
+        else:
+            self.decision(
+                "workspace.path_scope", subject, "allow", "every changed path is inside allowed_paths"
+            )
+
+
+def _timeout(text: str) -> int | None:
+    if not text.isascii() or not text.isdigit():
+        return None
+    value = int(text)
+    return value if 1 <= value <= _MAX_TIMEOUT_MS else None
+
+
+def _primary(failures: list[Failure], status: Status) -> Failure:
+    if status == "blocked":
+        return next(failure for failure in failures if failure.code in _BLOCKING or failure.stage == "git")
+    return failures[0]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Context:
+    root: str
+    git: Git
+    manifest: _Manifest
+    state: GitState
+    base_ref: str
+    base_sha: str
+    merge_base: str
+    runs_baseline: dict[str, str]
+
+
+def _prepare(run: _Run, root: str) -> _Context:
+    git = Git(root)
+    manifest_info: _Manifest | None = None
+    try:
+        manifest_info = run.read_manifest(root)
+        run.task = manifest_info.manifest
+        state, base_ref, base_sha, merge_base = run.git_preflight(git, run.task.id)
+        runs_baseline = fingerprint_runs(root)
+        try:
+            again = run.read_manifest(root)
+        except _Preflight as error:
+            raise _Preflight("manifest", "MANIFEST_CHANGED_DURING_PREFLIGHT", error.args[0]) from None
+        if again.path != manifest_info.path or again.digest != manifest_info.digest:
+            raise _Preflight(
+                "manifest", "MANIFEST_CHANGED_DURING_PREFLIGHT", "the manifest changed during preflight"
+            )
+    except _Preflight as error:
+        error.manifest = manifest_info
+        raise
+    return _Context(
+        root=root,
+        git=git,
+        manifest=manifest_info,
+        state=state,
+        base_ref=base_ref,
+        base_sha=base_sha,
+        merge_base=merge_base,
+        runs_baseline=runs_baseline,
+    )
+
+
+def _snapshot(run: _Run, context: _Context, subject: str) -> tuple[Snapshot | None, list[str]]:
+    try:
+        snapshot = capture_stable_snapshot(
+            context.git, context.root, context.merge_base, context.runs_baseline, context.state
+        )
+    except GitCheckError as error:
+        run.decision("workspace.path_scope", subject, "deny", error.message)
+        run.fail("git", error.code, error.message)
+        return None, []
+    violations = run.violations(snapshot)
+    run.scope_decision(subject, violations)
+    return snapshot, violations
+
+
+def _authorise(run: _Run, timeout_ms: int | None) -> tuple[str, ...]:
+    """Steps 7 to 9: the timeout, the exec policy and the argv; ``()`` when blocked."""
+    assert run.task is not None
+    command = run.options.test_command
+    if timeout_ms is None:
+        run.fail(
+            "tests", "TEST_TIMEOUT_INVALID", f"--timeout-ms must be an integer from 1 to {_MAX_TIMEOUT_MS}"
+        )
+        return ()
+    decision = decide(manifest_permissions(run.task), "process.exec", command)
+    run.decision("process.exec", command, decision.effect, decision.reason)
+    if decision.effect == "deny":
+        run.fail("policy", "PROCESS_EXEC_DENIED", f"process.exec denies {command!r}: {decision.reason}")
+        return ()
+    if decision.effect == "ask":
+        message = f"process.exec asks for {command!r}; the headless gate treats ask as blocked"
+        run.fail("policy", "PROCESS_EXEC_APPROVAL_REQUIRED", message)
+        return ()
+    try:
+        return parse_command(command)
+    except CommandParseError as error:
+        run.decision("process.exec", command, "deny", error.message)
+        run.fail("tests", "TEST_COMMAND_INVALID", error.message)
+        return ()
+
+
+def _execute(
+    run: _Run, context: _Context, argv: tuple[str, ...], timeout_ms: int
+) -> tuple[TestsRecord, bool]:
+    """Step 10: run the command; returns its record and whether cleanup was confirmed."""
+    result = run_test_command(run.options.test_command, argv, cwd=context.root, timeout_ms=timeout_ms)
+    tests = result.record
+    if not result.spawned:
+        message = result.spawn_error or "the test command did not start"
+        run.fail("tests", "TEST_COMMAND_SPAWN_FAILED", message, event=True)
+    elif result.timed_out:
+        run.fail("tests", "TEST_COMMAND_TIMED_OUT", f"the test command exceeded {timeout_ms} ms", event=True)
+    elif not tests.ok:
+        run.fail(
+            "tests", "TEST_COMMAND_FAILED", f"the test command exited with {tests.exit_code}", event=True
+        )
+    return tests, result.cleanup_confirmed
+
+
+def _manifest_unchanged(run: _Run, context: _Context) -> bool:
+    try:
+        after = run.read_manifest(context.root)
+    except _Preflight:
+        return False
+    return after.path == context.manifest.path and after.digest == context.manifest.digest
+
+
+def run_gate(options: RunOptions) -> RunOutcome:
+    """Run the exit gate once and write its evidence (exit-gate.md §5, §9)."""
+    run = _Run(options)
+    root = top_level(options.cwd)
+    if root is None:
+        unavailable = _Preflight("git", "GIT_REPOSITORY_UNAVAILABLE", "the cwd is not in a git repository")
+        return _preflight_report(run, None, unavailable)
+    try:
+        context = _prepare(run, root)
+    except _Preflight as error:
+        return _preflight_report(run, root, error)
+    task = context.manifest.manifest
+    run.emit("task.updated", {"taskId": task.id, "phase": "running"})
+    pre_test, violations = _snapshot(run, context, "pre-tests")
+    if violations:
+        message = "changed paths outside allowed_paths: " + ", ".join(violations)
+        run.fail("policy", "PATH_SCOPE_VIOLATION", message)
+    post_test: Snapshot | None = None
+    tests: TestsRecord | None = None
+    timeout_ms = _timeout(options.timeout_ms)
+    argv = _authorise(run, timeout_ms) if not run.failures else ()
+    if argv and timeout_ms is not None:
+        tests, cleanup_confirmed = _execute(run, context, argv, timeout_ms)
+        post_test, post_violations = _snapshot(run, context, "post-tests")
+        if post_test is not None and not _manifest_unchanged(run, context):
+            message = "the manifest changed or became unreadable during the run"
+            run.decision("workspace.path_scope", "post-test-manifest", "deny", message)
+            run.fail("policy", "MANIFEST_MUTATED_DURING_RUN", message)
+        if post_violations:
+            message = "the test command changed paths outside allowed_paths: " + ", ".join(post_violations)
+            run.fail("policy", "POST_TEST_PATH_SCOPE_VIOLATION", message)
+            violations = sorted(set(violations) | set(post_violations))
+        if not cleanup_confirmed:
+            message = "the test command's process group did not end"
+            run.fail("tests", "TEST_PROCESS_GROUP_CLEANUP_FAILED", message)
+    git_evidence: GitEvidence | None = None
+    if pre_test is not None:
+        git_evidence = GitEvidence(
+            repository_root=root,
+            mode="ci" if options.ci_head_ref is not None or options.head_sha is not None else "local",
+            expected_branch=f"tasks/{task.id}",
+            actual_branch=f"tasks/{task.id}" if context.state.branch is not None else UNSET,
+            detached=context.state.branch is None,
+            head_sha=context.state.head,
+            base_ref=context.base_ref,
+            base_sha=context.base_sha,
+            merge_base_sha=context.merge_base,
+            pre_test=pre_test,
+            post_test=post_test if post_test is not None else UNSET,
+        )
+    changed = set(pre_test.policy_paths if pre_test else ()) | set(
+        post_test.policy_paths if post_test else ()
+    )
+    policy = PolicySummary(
+        changed_paths_ok=not violations, changed_paths=tuple(sorted(changed)), violations=tuple(violations)
+    )
+    return _finish(run, root, policy, tests, git_evidence)
+
+
+# ------------------------------------------------------------------ finishing
+
+
+def _status(failures: list[Failure]) -> Status:
+    if not failures:
+        return "passed"
+    if any(failure.code in _BLOCKING or failure.stage == "git" for failure in failures):
+        return "blocked"
+    return "failed"
+
+
+def _terminal_events(
+    run: _Run, task_id: str, status: Status, note: str | None, report_path: str | None
+) -> list[str]:
+    data: dict[str, object] = {"taskId": task_id, "phase": "delivered" if status == "passed" else "blocked"}
+    if note is not None:
+        data["note"] = note
+    wires = [serialize_event(create_event("task.updated", data, actor=ACTOR, at=_now())).decode()]
+    if report_path is not None:
+        receipt: dict[str, object] = {
+            "runId": run.run_id,
+            "taskId": task_id,
+            "status": status,
+            "reportPath": report_path,
+        }
+        wires.append(serialize_event(create_event("run.recorded", receipt, actor=ACTOR, at=_now())).decode())
+    return wires
+
+
+def _persist(run: _Run, directory: Path | None, task_id: str | None) -> bool:
+    if directory is None:
+        return False
+    try:
+        persist_companion(
+            directory / "session.sqlite",
+            session_id=run.session_id,
+            task_id=task_id,
+            created_at=run.started_at,
+            events=run.events,
+        )
+    except EvidenceError as error:
+        run.fail("evidence", "SESS_PERSIST_FAILED", str(error))
+        return False
+    return True
+
+
+def _store_companion(run: _Run, root: str, task_id: str) -> tuple[Path | None, bool]:
+    try:
+        directory = prepare_run_directory(root, run.run_id)
+    except EvidenceError as error:
+        run.fail("evidence", "SESS_PERSIST_FAILED", str(error))
+        return None, False
+    return directory, _persist(run, directory, task_id)
+
+
+def _finish(
+    run: _Run, root: str, policy: PolicySummary, tests: TestsRecord | None, git: GitEvidence | None
+) -> RunOutcome:
+    task = run.task
+    assert task is not None
+    if run.failures:
+        run.error_event(_primary(run.failures, _status(run.failures)))
+    canonical = f"tasks/runs/{run.run_id}/report.json"
+    directory, persisted = _store_companion(run, root, task.id)
+    finished_at = _now()
+    wires = [serialize_event(event).decode() for event in run.events]
+    pull_request = run.options.pull_request_url
+
+    def build(report_path: str | None, intended: str, *, stripped: bool) -> RunReport:
+        status = _status(run.failures)
+        failure = _primary(run.failures, status) if run.failures else None
+        note = failure.message if failure is not None else None
+        written = report_path is not None
+        pr: str | UnsetType = UNSET
+        if pull_request:
+            pr = pull_request
+        elif status == "passed":
+            pr = f"branch: tasks/{task.id}"
+        return RunReport(
+            schema=CURRENT_RUN_REPORT_SCHEMA,
+            run_id=run.run_id,
+            status=status,
+            started_at=run.started_at,
+            finished_at=finished_at,
+            branch=f"tasks/{task.id}",
+            task=TaskRef(id=task.id, title=task.title, path=f"tasks/{task.id}.yaml"),
+            policy=policy,
+            tests=UNSET if tests is None or stripped else tests,
+            git=UNSET if git is None or stripped else git,
+            failure=UNSET if failure is None else failure,
+            failures=UNSET if not run.failures else tuple(run.failures),
+            events=(*wires, *_terminal_events(run, task.id, status, note, report_path)),
+            deliverables=Deliverables(
+                pull_request=pr,
+                artifacts=(f"tasks/runs/{run.run_id}/session.sqlite",) if persisted else (),
+                report_path=report_path if written else intended,
+                report_written=written,
+                session_id=run.session_id if persisted else UNSET,
+            ),
+        )
+
+    def valid(report_path: str | None, intended: str) -> RunReport:
+        report = build(report_path, intended, stripped=False)
+        try:
+            validate_run_report(encode_report(report))
+        except RunReportError as error:
+            if not any(failure.code == "REPORT_CONSTRUCTION_FAILED" for failure in run.failures):
+                run.fail("report", "REPORT_CONSTRUCTION_FAILED", error.message)
+            report = build(report_path, intended, stripped=True)
+        return report
+
+    report = valid(canonical, canonical)
+    written_to: str | None = None
+    if directory is not None:
+        try:
+            write_atomically(directory, "report.json", encode_report(report))
+            written_to = canonical
+        except EvidenceError as error:
+            run.fail("report", "REPORT_WRITE_FAILED", str(error))
+    else:
+        run.fail("report", "REPORT_WRITE_FAILED", "the run directory is unavailable")
+    if written_to is None:
+        try:
+            fallback = fallback_directory()
+            path = str(fallback / "report.json")
+            report = valid(path, canonical)
+            write_atomically(fallback, "report.json", encode_report(report))
+            written_to = path
+        except EvidenceError as error:
+            run.fail("report", "REPORT_FALLBACK_WRITE_FAILED", str(error))
+            report = valid(None, canonical)
+    data = encode_report(report)
+    passed = report.status == "passed" and written_to == canonical
+    return RunOutcome(
+        exit_code=0 if passed else 1,
+        report=data,
+        report_path=written_to or canonical,
+        report_written=written_to is not None,
+        failures=tuple((failure.code, failure.message) for failure in run.failures),
+    )
+
+
+def _preflight_report(run: _Run, root: str | None, error: _Preflight) -> RunOutcome:
+    issues: tuple[Issue, ...] | UnsetType = error.issues if error.issues else UNSET
+    failure = PreflightError(stage=error.stage, code=error.code, message=str(error), issues=issues)
+    run.failures.append(Failure(stage=error.stage, code=error.code, message=str(error), issues=issues))
+    run.error_event(run.failures[-1])
+    task = run.task if error.manifest is not None else None
+    directory: Path | None = None
+    if root is not None:
+        try:
+            directory = prepare_run_directory(root, run.run_id)
+        except EvidenceError:
+            directory = None
+    canonical = f"tasks/runs/{run.run_id}/preflight.json"
+    persisted = False
+    target_directory = directory
+    if target_directory is None:
+        try:
+            target_directory = fallback_directory()
+        except EvidenceError:
+            target_directory = None
+    if target_directory is not None:
+        persisted = _persist(run, target_directory, task.id if task is not None else None)
+    wires = tuple(serialize_event(event).decode() for event in run.events)
+    finished_at = _now()
+
+    def build(report_path: str, written: bool) -> RunPreflightReport:
+        return RunPreflightReport(
+            schema=RUN_PREFLIGHT_REPORT_SCHEMA,
+            manifest_path=run.options.manifest,
+            run_id=run.run_id,
+            session_id=run.session_id,
+            status="failed",
+            started_at=run.started_at,
+            finished_at=finished_at,
+            branch=f"tasks/{task.id}" if task is not None else UNSET,
+            task=PreflightTask(id=task.id, title=task.title) if task is not None else UNSET,
+            error=failure,
+            failures=(failure,),
+            events=wires,
+            deliverables=PreflightDeliverables(
+                pull_request=run.options.pull_request_url or UNSET,
+                report_path=report_path,
+                report_written=written,
+                session_id=run.session_id if persisted else UNSET,
+            ),
+        )
+
+    written_to: str | None = None
+    report = build(canonical, True)
+    if directory is not None:
+        try:
+            write_atomically(directory, "preflight.json", encode_report(report))
+            written_to = canonical
+        except EvidenceError:
+            written_to = None
+    if written_to is None and target_directory is not None:
+        path = str(target_directory / "preflight.json")
+        report = build(path, True)
+        try:
+            write_atomically(target_directory, "preflight.json", encode_report(report))
+            written_to = path
+        except EvidenceError:
+            written_to = None
+    if written_to is None:
+        report = build(canonical, False)
+    validate_run_preflight_report(encode_report(report))
+    return RunOutcome(
+        exit_code=1,
+        report=encode_report(report),
+        report_path=written_to or canonical,
+        report_written=written_to is not None,
+        failures=((error.code, str(error)),),
+    )
