@@ -74,10 +74,15 @@ class Repo:
         return f"tasks/{self.task_id}.yaml"
 
     def gate(
-        self, *options: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+        self,
+        *options: str,
+        capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch,
+        manifest: str | None = None,
     ) -> tuple[int, dict[str, object], str]:
+        """Run the gate from the root on ``manifest`` (the task's own by default)."""
         monkeypatch.chdir(self.root)
-        status = main(["run", self.manifest, *options])
+        status = main(["run", self.manifest if manifest is None else manifest, *options])
         captured = capsys.readouterr()
         body, _, _ = captured.out.rpartition("\n}\n")
         report: dict[str, object] = json.loads(body + "\n}\n")

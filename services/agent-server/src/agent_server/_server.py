@@ -180,12 +180,19 @@ class _Server:
             await stream.send_all(data)
 
     async def _read_head(self, stream: trio.SocketStream, http: h11.Connection) -> h11.Request | None:
+        received = 0
         while True:
             event = http.next_event()
             if event is h11.NEED_DATA:
-                http.receive_data(await stream.receive_some(65_536))
+                data = await stream.receive_some(65_536)
+                received += len(data)
+                http.receive_data(data)
                 continue
             if isinstance(event, h11.Request):
+                # h11 bounds only a head that is still incomplete; one that arrived whole in a
+                # single read is measured here (what h11 has not consumed is not head).
+                if received - len(http.trailing_data[0]) > _MAX_HEAD_BYTES:
+                    raise h11.RemoteProtocolError("request head is too large", error_status_hint=431)
                 return event
             return None
 
@@ -278,11 +285,16 @@ class _Server:
             async with trio.open_nursery() as writer:
                 writer.start_soon(driver.write_frames)
                 async with trio.open_nursery() as tasks:
-                    connection = AcpConnection(self._state, driver.send_text, tasks)
-                    if not self._shutting_down:
-                        await driver.read_messages(connection.receive)
-                    with trio.CancelScope(shield=True):
-                        await connection.disconnect()
+                    try:
+                        connection = AcpConnection(self._state, driver.send_text, tasks)
+                    except Exception:
+                        _log.exception("connection setup failed")
+                        driver.close(1011, "internal error")
+                    else:
+                        if not self._shutting_down:
+                            await driver.read_messages(connection.receive)
+                        with trio.CancelScope(shield=True):
+                            await connection.disconnect()
                 with trio.CancelScope(shield=True):
                     await driver.finish(1001, "server shutting down")
                 writer.cancel_scope.cancel()

@@ -151,6 +151,46 @@ class AcpClient:
             raise AcpClientError(error["code"], None if data is None else data.get("code"), error["message"])
         return cast(JsonObject, message["result"])
 
+    def drain_notifications(self) -> list[JsonObject]:
+        """The ``session/event`` notifications received so far and not yet consumed."""
+        notes: list[JsonObject] = []
+        while True:
+            try:
+                notes.append(self.notifications.receive_nowait())
+            except trio.WouldBlock:
+                return notes
+
+    async def prompt(
+        self, session_id: str, content: str, *, decision: str = "allow"
+    ) -> tuple[JsonObject, list[JsonObject]]:
+        """Run ``session/prompt``, answer every permission request with ``decision``.
+
+        Returns the result and the session's notifications, which the server writes before
+        the response. Notifications of other sessions on this client are consumed too.
+
+        Raises:
+            AcpClientError: the prompt (or a permission answer) failed.
+            ConnectionClosedError: the connection closed first.
+        """
+        notes: list[JsonObject] = []
+
+        async def answer_permissions() -> None:
+            async for note in self.notifications:
+                notes.append(note)
+                event = note["params"]["event"]
+                if event["type"] == "permission.requested" and note["params"]["sessionId"] == session_id:
+                    answer = {"sessionId": session_id, "permissionId": event["data"]["permissionId"]}
+                    await self.request("permission/respond", {**answer, "decision": decision})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer_permissions)
+            try:
+                result = await self.request("session/prompt", {"sessionId": session_id, "content": content})
+            finally:
+                nursery.cancel_scope.cancel()
+        notes.extend(self.drain_notifications())
+        return result, [note for note in notes if note["params"]["sessionId"] == session_id]
+
     async def initialize(self) -> JsonObject:
         """Send ``initialize`` with :func:`initialize_params`."""
         return await self.request("initialize", initialize_params())

@@ -263,7 +263,7 @@ def resolve_base(git: Git, ref: str, head: str) -> BaseInfo:
 
 
 def check_repository_safety(git: Git) -> None:
-    """Refuse replace refs, gitlinks, unsafe index flags and unmerged entries.
+    """Refuse replace refs, gitlinks, unsafe index flags and unmerged entries (exit-gate.md §6.2).
 
     Raises:
         GitCheckError: ``GIT_REPLACE_OBJECTS_UNSAFE``, ``GIT_SUBMODULE_UNSUPPORTED``,
@@ -274,21 +274,27 @@ def check_repository_safety(git: Git) -> None:
     for entry in git.run("ls-tree", "-r", "-z", "HEAD").stdout.split(b"\0"):
         if entry.startswith(_GITLINK.encode()):
             raise GitCheckError("GIT_SUBMODULE_UNSUPPORTED", "HEAD contains a submodule (gitlink)")
-    for entry in git.run("ls-files", "-v", "-z").stdout.split(b"\0"):
-        if entry and (entry[:1].islower() or entry[:1] == b"S"):
-            raise GitCheckError(
-                "GIT_INDEX_FLAGS_UNSAFE", "the index has assume-unchanged or skip-worktree entries"
-            )
+    _index_entries(git)
 
 
 def _index_entries(git: Git) -> list[tuple[str, str, str]]:
+    """Every index entry as ``(mode, blob, path)``, refusing what could hide a change.
+
+    Every snapshot reads the index through here, so flags, conflicts or gitlinks that the test
+    command adds are refused after the run just as they are at preflight.
+    """
     entries: list[tuple[str, str, str]] = []
-    for record in git.run("ls-files", "-s", "-z").stdout.split(b"\0"):
+    for record in git.run("ls-files", "-s", "-v", "-z").stdout.split(b"\0"):
         if not record:
             continue
         header, _, raw_path = record.partition(b"\t")
-        mode, blob, stage_number = header.decode("ascii").split(" ")
+        tag, mode, blob, stage_number = header.decode("ascii").split(" ")
         path = _checked_path(raw_path)
+        # ls-files -v: a lowercase tag is assume-unchanged, "S" is skip-worktree.
+        if tag.islower() or tag == "S":
+            raise GitCheckError(
+                "GIT_INDEX_FLAGS_UNSAFE", f"the index marks {path} assume-unchanged or skip-worktree"
+            )
         if stage_number != "0":
             raise GitCheckError("GIT_DIFF_INVALID", f"unmerged index entry: {path}")
         if mode == _GITLINK:

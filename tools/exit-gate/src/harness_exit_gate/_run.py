@@ -268,7 +268,7 @@ class _Run:
         return [
             path
             for path in snapshot.policy_paths
-            if path.startswith(RUNS_DIR) or not path_allowed(allowed, path)
+            if path.startswith(RUNS_DIR) or path == RUNS_DIR.rstrip("/") or not path_allowed(allowed, path)
         ]
 
     def scope_decision(self, subject: str, violations: list[str]) -> None:

@@ -1,0 +1,152 @@
+"""``agent-server serve | demo``: configuration validation, environment rules and signals (spec §9)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from agent_server import ServerConfig, ServerHandle, serve
+from agent_server._cli import _parser, build_config, main  # pyright: ignore[reportPrivateUsage]
+from agent_server.client import AcpClientError, connect
+
+
+def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
+    config = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path))
+    with pytest.raises(ValueError, match="requires an auth token"):
+        config.check_serving()
+    tokened = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path), auth_token="t")
+    with pytest.raises(ValueError, match="requires allow_plaintext_remote"):
+        tokened.check_serving()
+    with pytest.raises(ValueError, match="positive"):
+        ServerConfig(permission_timeout_ms=0)
+    with pytest.raises(ValueError, match="allow_plaintext_remote must be a bool"):
+        ServerConfig(allow_plaintext_remote="true")  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"HARNESS_DATABASE_URL": "postgres://x"},
+            "HARNESS_DATABASE_URL is not supported by this build; use --db",
+        ),
+        ({"HARNESS_SANDBOX_IMAGE": "x"}, "sandbox execution is not available in this build"),
+        ({"HARNESS_DOCKER_HOST": "x"}, "sandbox execution is not available in this build"),
+        ({"HARNESS_MODEL_ID": "gpt"}, "provider models are not available in this build"),
+        ({"HARNESS_MODEL_BASE_URL": "http://x"}, "provider models are not available in this build"),
+        ({"HARNESS_AGENT_TOKEN": "   "}, "HARNESS_AGENT_TOKEN must be non-empty when set"),
+        ({"HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": "1"}, 'must be exactly "true" or "false"'),
+        ({"HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": "TRUE"}, 'must be exactly "true" or "false"'),
+        ({"HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": " true"}, 'must be exactly "true" or "false"'),
+        ({"HARNESS_AGENT_READINESS_PATH": " "}, "HARNESS_AGENT_READINESS_PATH must be non-empty"),
+        ({"HARNESS_AGENT_PORT": "70000"}, "HARNESS_AGENT_PORT must be an integer"),
+    ],
+)
+def test_serve_refuses_invalid_environment_with_exit_2(
+    variables: dict[str, str],
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert main(["serve", "--port", "0", "--no-db", "--workspace-root", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--port", "70000"], "port must be an integer"),
+        (["--max-message-bytes", "0"], "must be a positive integer"),
+        (["--tools", "rm_rf"], "unknown tool"),
+        (["--tools", "echo,echo"], "named twice"),
+        (["--host", "0.0.0.0"], "requires an auth token"),
+        (["--workspace-root", "/nonexistent/root"], "must be an existing directory"),
+        (["--scenario", "/nonexistent/scenario.yaml"], "cannot read scenario"),
+        (["--db", "x.sqlite", "--no-db"], "not allowed with argument"),
+        (["--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_serve_refuses_invalid_flags_with_exit_2(
+    arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["serve", "--workspace-root", str(tmp_path), *arguments]
+    try:
+        status = main(argv if "--db" in arguments else [*argv, "--no-db"])
+    except SystemExit as parse_error:  # argparse exits by itself
+        status = parse_error.code
+    assert status == 2
+    assert message in capsys.readouterr().err
+
+
+def test_remote_host_is_allowed_with_token_and_plaintext_opt_in(tmp_path: Path) -> None:
+    arguments = _parser().parse_args(["serve", "--host", "0.0.0.0", "--workspace-root", str(tmp_path)])
+    environ = {"HARNESS_AGENT_TOKEN": " t0k ", "HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": "true"}
+    config = build_config(arguments, environ)
+    assert (config.auth_token, config.allow_plaintext_remote) == ("t0k", True)
+    assert config.port == 8765
+    moved = build_config(arguments, {**environ, "HARNESS_AGENT_PORT": "9001"})
+    assert moved.port == 9001
+
+
+async def test_scenario_and_tools_flags_configure_the_model_and_catalogue(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    scenario = tmp_path / "turns.yaml"
+    scenario.write_text("- content: scripted hello\n")
+    argv = ["serve", "--port", "0", "--no-db", "--workspace-root", str(tmp_path), "--scenario", str(scenario)]
+    config = build_config(_parser().parse_args(argv), {})
+    refusing = build_config(_parser().parse_args([*argv, "--tools", "echo,read_file"]), {})
+    async with trio.open_nursery() as nursery:
+        handle: ServerHandle = await nursery.start(serve, config)
+        async with connect(handle.url) as client:
+            await client.initialize()
+            session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+            result, _ = await client.prompt(session_id, "hi")
+            assert result["finalText"] == "scripted hello"
+        await handle.aclose()
+        handle = await nursery.start(serve, refusing)
+        async with connect(handle.url) as client:
+            await client.initialize()
+            with pytest.raises(AcpClientError, match='tool "read_file"'):
+                await client.request("session/new", {"workspace": "ws"})
+        await handle.aclose()
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
+def test_serve_exits_zero_on_sigint_and_sigterm(signal_number: int, tmp_path: Path) -> None:
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("HARNESS_")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "agent_server", "serve", "--port", "0", "--no-db"],
+        cwd=tmp_path,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("agent-server: ws://127.0.0.1:"), line
+        process.send_signal(signal_number)
+        _, errors = process.communicate(timeout=20)
+    assert process.returncode == 0, errors
+
+
+def test_demo_command_exits_zero_and_shows_the_refusal() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agent_server", "demo"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "agent.stopped" in result.stdout
+    assert 'refused: -32602 ACP_INVALID_PARAMS: tool "read_file"' in result.stdout

@@ -1,0 +1,211 @@
+"""Sessions end to end: streamed stored events, timers, persistence failures, disconnect and shutdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError, JsonObject, connect
+from harness_kernel.store import SqliteSessionStore
+
+if TYPE_CHECKING:
+    from conftest import ServerFactory
+
+
+async def _new_session(client: AcpClient) -> str:
+    await client.initialize()
+    return (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+
+
+async def _next_event(client: AcpClient, event_type: str) -> JsonObject:
+    async for note in client.notifications:
+        if note["params"]["event"]["type"] == event_type:
+            return note
+    raise AssertionError(f"no {event_type} event")
+
+
+async def test_session_with_a_tool_call_streams_stored_events_in_order(running: ServerFactory) -> None:
+    async with running() as handle, connect(handle.url) as client:
+        hello = await client.initialize()
+        assert hello["capabilities"] == {"streaming": True, "permissioning": True, "sessions": True}
+        assert hello["models"] == ["fake-model/v1"]
+        session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+        result, notes = await client.prompt(session_id, "go")
+        assert result["status"] == "completed"
+        assert result["finalText"] == "done"
+        assert result["events"] == []
+        usage = result["usage"]
+        assert usage["totalTokens"] == usage["promptTokens"] + usage["completionTokens"]
+        assert [note["params"]["seq"] for note in notes] == list(range(len(notes)))
+        types = [note["params"]["event"]["type"] for note in notes]
+        assert types == [
+            "session.created",
+            "agent.started",
+            "model.request",
+            "model.response",
+            "tool.call",
+            "policy.decision",
+            "permission.requested",
+            "permission.resolved",
+            "tool.result",
+            "model.request",
+            "model.response",
+            "agent.stopped",
+        ]
+        replay = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
+        assert replay["status"] == "completed"
+        assert replay["replayedEvents"] == len(notes)
+        replayed = client.drain_notifications()
+        assert [note["params"] for note in replayed] == [note["params"] for note in notes]
+        with pytest.raises(AcpClientError) as again:
+            await client.request("session/prompt", {"sessionId": session_id, "content": "again"})
+        assert again.value.code == -32011
+
+
+async def test_without_a_store_seq_counts_from_zero_and_restore_is_refused(running: ServerFactory) -> None:
+    async with running(db_path=None, persistence=False) as handle, connect(handle.url) as client:
+        hello = await client.initialize()
+        assert hello["capabilities"]["sessions"] is False
+        session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+        result, notes = await client.prompt(session_id, "go")
+        assert result["status"] == "completed"
+        assert [note["params"]["seq"] for note in notes] == list(range(len(notes)))
+        with pytest.raises(AcpClientError) as refused:
+            await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
+        assert refused.value.code == -32013
+
+
+class FailingStore(SqliteSessionStore):
+    """A store whose appends fail after the first three."""
+
+    appended = 0
+
+    async def append(self, session_id: str, event: Any, *, owner_id: str | None = None) -> Any:
+        self.appended += 1
+        if self.appended > 3:
+            raise OSError("disk full")
+        return await super().append(session_id, event, owner_id=owner_id)
+
+
+async def test_a_store_failing_mid_run_answers_internal_error_and_keeps_the_row_active(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "state").mkdir()
+    store = FailingStore(tmp_path / "state" / "failing.sqlite")
+    async with store, running(db_path=None, session_store=store) as handle:
+        async with connect(handle.url) as client:
+            session_id = await _new_session(client)
+            with pytest.raises(AcpClientError) as failed:
+                await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+            assert failed.value.code == -32603
+            assert failed.value.data_code is None
+            assert [n["params"]["seq"] for n in client.drain_notifications()] == [0, 1, 2]
+        record = await store.get(session_id)
+        assert record.status == "active"
+        assert await store.size(session_id) == 3
+
+
+class LeaseFailingStore(SqliteSessionStore):
+    """A store whose lease refreshes always fail."""
+
+    async def set_metadata(self, session_id: str, metadata: Any, *, owner_id: str | None = None) -> Any:
+        raise OSError("lease write failed")
+
+
+async def test_a_failed_lease_refresh_aborts_the_run_as_a_persistence_failure(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "state").mkdir()
+    store = LeaseFailingStore(tmp_path / "state" / "lease.sqlite")
+    async with store, running(db_path=None, session_store=store, session_lease_ms=1000) as handle:
+        async with connect(handle.url) as client:
+            session_id = await _new_session(client)
+            # The run waits for an operator answer that never comes; the refresh fails meanwhile.
+            with pytest.raises(AcpClientError) as failed:
+                await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+            assert (failed.value.code, failed.value.data_code) == (-32603, None)
+        assert (await store.get(session_id)).status == "active"
+
+
+async def test_an_unprompted_session_is_canceled_by_the_idle_timer(running: ServerFactory) -> None:
+    async with running(created_session_timeout_ms=20) as handle, connect(handle.url) as client:
+        session_id = await _new_session(client)
+        await trio.sleep(0.2)
+        assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": False}
+        with pytest.raises(AcpClientError) as already:
+            await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+        assert already.value.code == -32011
+        assert client.drain_notifications() == []
+
+
+async def test_an_unanswered_permission_times_out_as_a_denial(running: ServerFactory) -> None:
+    async with running(permission_timeout_ms=50) as handle, connect(handle.url) as client:
+        session_id = await _new_session(client)
+        result = await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+        assert result["status"] == "completed"
+        events = [note["params"]["event"] for note in client.drain_notifications()]
+        requested = next(event for event in events if event["type"] == "permission.requested")
+        resolved = next(event for event in events if event["type"] == "permission.resolved")
+        assert (resolved["data"]["decision"], resolved["data"]["note"]) == (
+            "deny",
+            "permission request timed out",
+        )
+        answer = {"sessionId": session_id, "permissionId": requested["data"]["permissionId"]}
+        with pytest.raises(AcpClientError) as late:
+            await client.request("permission/respond", {**answer, "decision": "allow"})
+        assert (late.value.code, late.value.data_code) == (-32021, "ACP_PERMISSION_RESOLVED")
+
+
+async def test_cancel_denies_the_pending_permission_and_ends_the_run(running: ServerFactory) -> None:
+    async with running() as handle, connect(handle.url) as client:
+        session_id = await _new_session(client)
+        outcome: list[AcpClientError] = []
+
+        async def prompt() -> None:
+            # The aborted run raises, so the prompt is answered with an error frame (§5.3).
+            with pytest.raises(AcpClientError) as canceled:
+                await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+            outcome.append(canceled.value)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(prompt)
+            await _next_event(client, "permission.requested")
+            assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": True}
+        resolved = await _next_event(client, "permission.resolved")
+        # The kernel sees the abort and settles the wait itself, always as a denial.
+        assert resolved["params"]["event"]["data"]["decision"] == "deny"
+        assert outcome[0].code == -32603
+        assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": False}
+
+
+async def test_shutdown_closes_with_1001_and_sends_no_response_after_disconnect(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "state").mkdir()
+    store = SqliteSessionStore(tmp_path / "state" / "shutdown.sqlite")
+    async with store, running(db_path=None, session_store=store) as handle:
+        async with connect(handle.url) as client:
+            session_id = await _new_session(client)
+            failures: list[BaseException] = []
+
+            async def prompt() -> None:
+                try:
+                    await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+                except ConnectionClosedError as error:
+                    failures.append(error)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(prompt)
+                await _next_event(client, "permission.requested")
+                await handle.aclose()
+            assert await client.wait_closed() == 1001
+            assert client.close_reason == "server shutting down"
+            # Disconnect semantics: the in-flight prompt never gets its response.
+            assert len(failures) == 1
+            assert [n["params"]["event"]["type"] for n in client.drain_notifications()] == []
+        # The run was aborted and its row closed; every committed event is still stored.
+        assert (await store.get(session_id)).status == "closed"
+        assert await store.size(session_id) >= 7

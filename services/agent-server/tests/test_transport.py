@@ -1,0 +1,172 @@
+"""HTTP routes, upgrade checks, WebSocket limits and close codes (spec §2)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+import trio
+import trio.testing
+from wsproto.connection import Connection, ConnectionType
+from wsproto.events import CloseConnection, Ping, Pong, TextMessage
+
+from agent_server.client import HandshakeRejectedError, connect
+
+if TYPE_CHECKING:
+    from conftest import ServerFactory
+
+
+def _status(reply: bytes) -> int:
+    return int(reply.split(b" ", 2)[1])
+
+
+def _body(reply: bytes) -> object:
+    return json.loads(reply.split(b"\r\n\r\n", 1)[1])
+
+
+async def test_health_routes_answer_plain_http(running: ServerFactory) -> None:
+    async with running() as handle:
+        for path, status in (("/health", 200), ("/health/live", 200), ("/health/ready", 200), ("/nope", 404)):
+            reply = await running.http_exchange(
+                handle.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+            )
+            assert _status(reply) == status, (path, reply)
+        live = await running.http_exchange(handle.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _body(live) == {"service": "agent-server", "live": True}
+        missing = await running.http_exchange(handle.port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _body(missing) == {"error": {"code": "NOT_FOUND", "message": "not found"}}
+        plain = await running.http_exchange(handle.port, b"GET /acp HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _status(plain) == 400
+        assert b"connection: close" in plain.lower()
+
+
+async def test_health_routes_refuse_other_methods_with_405(running: ServerFactory) -> None:
+    async with running() as handle:
+        for method in ("POST", "PUT", "DELETE"):
+            request = f"{method} /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".encode()
+            assert _status(await running.http_exchange(handle.port, request)) == 405
+
+
+async def test_a_request_head_over_16_kib_gets_431(running: ServerFactory) -> None:
+    async with running() as handle:
+        head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Filler: " + b"a" * 20_000 + b"\r\n\r\n"
+        assert _status(await running.http_exchange(handle.port, head)) == 431
+
+
+async def test_a_slow_request_head_gets_408(
+    running: ServerFactory, mock_clock: trio.testing.MockClock
+) -> None:
+    async with running(persistence=False, db_path=None) as handle:
+        stream = await trio.open_tcp_stream("127.0.0.1", handle.port)
+        async with stream:
+            await stream.send_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            # Only the 10 s head deadline is pending, so the clock jumps straight to it.
+            mock_clock.autojump_threshold = 0.05
+            reply = b""
+            while chunk := await stream.receive_some(65_536):
+                reply += chunk
+            mock_clock.autojump_threshold = float("inf")
+        assert _status(reply) == 408
+
+
+async def test_upgrades_beyond_max_connections_get_503(running: ServerFactory) -> None:
+    async with running(max_connections=1) as handle, connect(handle.url) as first:
+        await first.initialize()
+        with pytest.raises(HandshakeRejectedError) as refused:
+            async with connect(handle.url):
+                pass
+        assert refused.value.status == 503
+
+
+async def test_readiness_checks_the_path_and_caches_the_answer_for_a_second(
+    running: ServerFactory,
+) -> None:
+    probe = b"GET /health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+    async with running(readiness_path="ready.flag") as handle:
+        reply = await running.http_exchange(handle.port, probe)
+        assert _status(reply) == 503
+        assert b"cache-control: no-store" in reply.lower()
+        assert _body(reply) == {"error": {"code": "AGENT_NOT_READY", "message": "agent server is not ready"}}
+        (running.root / "ready.flag").write_text("")
+        assert _status(await running.http_exchange(handle.port, probe)) == 503
+        await trio.sleep(1.1)
+        ready = await running.http_exchange(handle.port, probe)
+        assert _status(ready) == 200
+        assert _body(ready) == {"service": "agent-server", "ready": True}
+
+
+async def test_origin_and_token_are_checked_before_upgrade(running: ServerFactory) -> None:
+    async with running(auth_token="s3cret", allowed_origins=("https://ok.example",)) as handle:
+        with pytest.raises(HandshakeRejectedError) as no_token:
+            async with connect(handle.url):
+                pass
+        assert no_token.value.status == 403
+        with pytest.raises(HandshakeRejectedError) as wrong_token:
+            async with connect(handle.url, token="s3cre"):
+                pass
+        assert wrong_token.value.status == 403
+        with pytest.raises(HandshakeRejectedError) as wrong_origin:
+            async with connect(handle.url, token="s3cret", origin="https://evil.example"):
+                pass
+        assert wrong_origin.value.status == 403
+        async with connect(handle.url, token="s3cret", origin="https://ok.example") as client:
+            assert (await client.initialize())["protocolVersion"] == "harness/acp/1"
+
+
+async def test_binary_message_closes_with_1003(running: ServerFactory) -> None:
+    async with running() as handle, connect(handle.url) as client:
+        await client.send_binary(b"\x00\x01")
+        assert await client.wait_closed() == 1003
+
+
+async def test_oversized_message_closes_with_1009(running: ServerFactory) -> None:
+    async with running(max_message_bytes=1024) as handle, connect(handle.url) as client:
+        await client.send_text("x" * 2048)
+        assert await client.wait_closed() == 1009
+
+
+async def test_a_message_of_more_than_1024_fragments_closes_with_1009(running: ServerFactory) -> None:
+    async with running() as handle:
+        async with connect(handle.url) as client:
+            await client.send_fragments(["x"] * 1024)
+            assert (await client.strays.receive())["error"]["code"] == -32700
+        async with connect(handle.url) as client:
+            await client.send_fragments(["x"] * 1025)
+            assert await client.wait_closed() == 1009
+
+
+async def test_an_unmasked_client_frame_closes_with_1002(running: ServerFactory) -> None:
+    async with running() as handle, running.raw_websocket(handle) as raw:
+        # A server-side wsproto connection builds the frame, which is unmasked by design.
+        await raw.send_event(TextMessage(data="{}"), connection=Connection(ConnectionType.SERVER))
+        assert await raw.close_code() == 1002
+
+
+async def test_invalid_utf8_in_a_text_frame_closes_with_1007(running: ServerFactory) -> None:
+    async with running() as handle, running.raw_websocket(handle) as raw:
+        await raw.send_bytes(running.masked_frame(0x1, b"\xff\xfe"))
+        assert await raw.close_code() == 1007
+
+
+async def test_pings_get_pongs_and_a_peer_close_is_echoed(running: ServerFactory) -> None:
+    async with running() as handle, running.raw_websocket(handle) as raw:
+        await raw.send_event(Ping(payload=b"are you there"))
+        await raw.send_event(CloseConnection(code=1000, reason="bye"))
+        events = await raw.events_until_end()
+        assert [(type(e), getattr(e, "payload", None)) for e in events[:1]] == [(Pong, b"are you there")]
+        closing = events[-1]
+        assert isinstance(closing, CloseConnection)
+        assert (closing.code, closing.reason) == (1000, "bye")
+
+
+async def test_a_connection_that_fails_during_setup_closes_with_1011(running: ServerFactory) -> None:
+    def new_id(prefix: str) -> str:
+        if prefix == "connection":
+            raise RuntimeError("id source failed")
+        return f"{prefix}-1"
+
+    async with running(new_id=new_id) as handle, connect(handle.url) as client:
+        assert await client.wait_closed() == 1011
+        reply = await running.http_exchange(handle.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _status(reply) == 200
