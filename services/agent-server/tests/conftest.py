@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,10 +14,12 @@ import pytest
 import trio
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection
-from wsproto.events import AcceptConnection, CloseConnection, Event, Request
+from wsproto.events import AcceptConnection, CloseConnection, Event, Request, TextMessage
 
 from agent_server import ServerConfig, ServerHandle, ToolProviderContext, serve
+from agent_server.client import AcpClient, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
+from harness_kernel.store import SqliteSessionStore
 from harness_tools import Tool, create_echo_tool
 
 TOOL_SCRIPT = (
@@ -58,6 +62,8 @@ class RawSocket:
     def __init__(self, stream: trio.SocketStream) -> None:
         self.stream = stream
         self.frames = Connection(ConnectionType.CLIENT)
+        self._backlog: list[Event] = []
+        self._parts: list[str] = []
 
     async def send_event(self, event: Event, *, connection: Connection | None = None) -> None:
         """Encode ``event`` with ``connection`` (default: this client's) and send the bytes."""
@@ -66,18 +72,41 @@ class RawSocket:
     async def send_bytes(self, data: bytes) -> None:
         await self.stream.send_all(data)
 
-    async def events_until_end(self) -> list[Event]:
-        """Every event the server sends until it ends the TCP stream."""
-        events: list[Event] = []
+    async def send_request(self, request_id: int, method: str, params: dict[str, Any]) -> None:
+        """Send one JSON-RPC request as a single text frame."""
+        document = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        await self.send_event(TextMessage(data=json.dumps(document)))
+
+    async def _receive(self) -> bool:
+        """Read once into the backlog; ``False`` when the server ended the stream."""
+        try:
+            data = await self.stream.receive_some(65_536)
+        except trio.BrokenResourceError:
+            return False
+        if not data:
+            return False
+        self.frames.receive_data(data)
+        self._backlog.extend(self.frames.events())
+        return True
+
+    async def next_message(self) -> dict[str, Any]:
+        """The next whole text message from the server, decoded as JSON."""
         while True:
-            try:
-                data = await self.stream.receive_some(65_536)
-            except trio.BrokenResourceError:
-                return events
-            if not data:
-                return events
-            self.frames.receive_data(data)
-            events.extend(self.frames.events())
+            while self._backlog:
+                event = self._backlog.pop(0)
+                assert isinstance(event, TextMessage), event
+                self._parts.append(event.data)
+                if event.message_finished:
+                    text, self._parts = "".join(self._parts), []
+                    return json.loads(text)
+            assert await self._receive(), "the server ended the stream"
+
+    async def events_until_end(self) -> list[Event]:
+        """Every event the server sends (or sent and was not consumed) until it ends the TCP stream."""
+        while await self._receive():
+            pass
+        events, self._backlog = self._backlog, []
+        return events
 
     async def close_code(self) -> int | None:
         """The code of the server's close frame, or ``None`` when the stream ended without one."""
@@ -88,9 +117,19 @@ class RawSocket:
 
 
 @asynccontextmanager
-async def raw_websocket(handle: ServerHandle) -> AsyncGenerator[RawSocket]:
-    """Complete the upgrade with wsproto, then hand over the socket for frame-level use."""
-    stream = await trio.open_tcp_stream("127.0.0.1", handle.port)
+async def raw_websocket(
+    handle: ServerHandle, *, receive_buffer: int | None = None
+) -> AsyncGenerator[RawSocket]:
+    """Complete the upgrade with wsproto, then hand over the socket for frame-level use.
+
+    ``receive_buffer`` sets ``SO_RCVBUF`` before connecting, so a client that stops reading
+    pushes back on the server after a few kilobytes rather than megabytes.
+    """
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    await sock.connect(("127.0.0.1", handle.port))
+    stream = trio.SocketStream(sock)
     async with stream:
         handshake = WSConnection(ConnectionType.CLIENT)
         await stream.send_all(handshake.send(Request(host="127.0.0.1", target="/acp")))
@@ -103,6 +142,27 @@ async def raw_websocket(handle: ServerHandle) -> AsyncGenerator[RawSocket]:
                 assert isinstance(event, AcceptConnection), event
                 accepted = True
         yield RawSocket(stream)
+
+
+async def replay_all(client: AcpClient, session_id: str, *, page: int = 1000) -> list[JsonObject]:
+    """Every stored event of ``session_id``, restored page by page from ``afterSeq`` -1."""
+    notes: list[JsonObject] = []
+    after = -1
+    while True:
+        params = {"sessionId": session_id, "afterSeq": after, "limit": page}
+        result = await client.request("session/restore", params)
+        notes.extend(note["params"] for note in client.drain_notifications())
+        after = result["replayedThroughSeq"]
+        if not result["hasMore"]:
+            return notes
+
+
+async def wait_for_closed_row(store: SqliteSessionStore, session_id: str) -> None:
+    """Wait (at most 10 s) until the server has finished the session and closed its row."""
+    # The store signals nothing, so polling is the only way to observe the row from outside.
+    with trio.fail_after(10):
+        while (await store.get(session_id)).status != "closed":  # noqa: ASYNC110
+            await trio.sleep(0.01)
 
 
 class ServerFactory:
@@ -135,6 +195,8 @@ class ServerFactory:
     http_exchange = staticmethod(http_exchange)
     masked_frame = staticmethod(masked_frame)
     raw_websocket = staticmethod(raw_websocket)
+    replay_all = staticmethod(replay_all)
+    wait_for_closed_row = staticmethod(wait_for_closed_row)
 
 
 @pytest.fixture

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError, JsonObject, connect
+from agent_server.client import (
+    AcpClient,
+    AcpClientError,
+    ConnectionClosedError,
+    JsonObject,
+    connect,
+    initialize_params,
+)
+from harness_kernel.events import Event, redact_event
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
@@ -209,3 +217,87 @@ async def test_shutdown_closes_with_1001_and_sends_no_response_after_disconnect(
         # The run was aborted and its row closed; every committed event is still stored.
         assert (await store.get(session_id)).status == "closed"
         assert await store.size(session_id) >= 7
+
+
+async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_connections_working(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "state").mkdir()
+    store = SqliteSessionStore(tmp_path / "state" / "vanish.sqlite")
+    async with store, running(db_path=None, session_store=store) as handle, connect(handle.url) as other:
+        other_id = await _new_session(other)
+        outcome: list[JsonObject] = []
+
+        async def other_prompt() -> None:
+            params = {"sessionId": other_id, "content": "go"}
+            outcome.append(await other.request("session/prompt", params))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other_prompt)
+            other_requested = await _next_event(other, "permission.requested")
+            async with running.raw_websocket(handle) as raw:
+                await raw.send_request(1, "initialize", initialize_params())
+                assert "result" in await raw.next_message()
+                await raw.send_request(2, "session/new", {"workspace": "ws"})
+                vanished_id = (await raw.next_message())["result"]["sessionId"]
+                await raw.send_request(3, "session/prompt", {"sessionId": vanished_id, "content": "go"})
+                seen: list[JsonObject] = []
+                while not seen or seen[-1]["event"]["type"] != "permission.requested":
+                    seen.append((await raw.next_message())["params"])
+            # The TCP stream ended without a close frame while the run waited for an operator.
+            await running.wait_for_closed_row(store, vanished_id)
+            permission_id = other_requested["params"]["event"]["data"]["permissionId"]
+            answer = {"sessionId": other_id, "permissionId": permission_id, "decision": "allow"}
+            assert await other.request("permission/respond", answer) == {"accepted": True}
+        assert outcome[0]["status"] == "completed"
+        other_notes = [other_requested, *other.drain_notifications()]
+        assert [n["params"]["seq"] for n in other_notes] == list(range(6, 6 + len(other_notes)))
+
+        async with connect(handle.url) as fresh:
+            await fresh.initialize()
+            replayed = await running.replay_all(fresh, vanished_id)
+        stored = await store.read(vanished_id, limit=1000)
+        assert [note["seq"] for note in replayed] == list(range(await store.size(vanished_id)))
+        assert [note["seq"] for note in replayed] == [item.seq for item in stored.events]
+        event_ids = [note["event"]["eventId"] for note in replayed]
+        assert len(set(event_ids)) == len(event_ids)
+        # What the client saw before it vanished is exactly the start of the stored stream.
+        assert replayed[: len(seen)] == seen
+        types = [note["event"]["type"] for note in replayed]
+        assert types[len(seen)] == "permission.resolved"
+        assert replayed[len(seen)]["event"]["data"]["decision"] == "deny"
+        assert types[-1] == "agent.stopped"
+
+
+async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_run(
+    running: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def redact_all_but_model_responses(event: Event) -> Event:
+        if event.type == "model.response":
+            raise ValueError("redaction broke")
+        return redact_event(event)
+
+    monkeypatch.setattr("agent_server._sessions.redact_event", redact_all_but_model_responses)
+    (tmp_path / "state").mkdir()
+    store = SqliteSessionStore(tmp_path / "state" / "redaction.sqlite")
+    async with store, running(db_path=None, session_store=store) as handle:
+        async with connect(handle.url) as client:
+            session_id = await _new_session(client)
+            with pytest.raises(AcpClientError) as failed:
+                await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+            assert (failed.value.code, failed.value.data_code) == (-32603, None)
+            notes = [note["params"] for note in client.drain_notifications()]
+            assert [note["seq"] for note in notes] == list(range(len(notes)))
+            # The unredacted event is neither stored nor sent; its replacement ends the stream.
+            types = [note["event"]["type"] for note in notes]
+            assert types == ["session.created", "agent.started", "model.request", "error"]
+            replacement = notes[-1]["event"]
+            assert replacement["actor"] == "agent-server"
+            assert replacement["data"]["code"] == "EVENT_REDACTION_FAILED"
+            assert replacement["data"]["retryable"] is False
+            with pytest.raises(AcpClientError) as again:
+                await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+            assert again.value.code == -32011
+            replayed = await running.replay_all(client, session_id)
+        assert replayed == notes
+        assert (await store.get(session_id)).status == "closed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -11,7 +12,10 @@ import trio.testing
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import CloseConnection, Ping, Pong, TextMessage
 
-from agent_server.client import HandshakeRejectedError, connect
+from agent_server.client import HandshakeRejectedError, connect, initialize_params
+from harness_kernel.events import create_event
+from harness_kernel.legacy import RunCanceledError, RunOptions, RunResult
+from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
     from conftest import ServerFactory
@@ -170,3 +174,117 @@ async def test_a_connection_that_fails_during_setup_closes_with_1011(running: Se
         assert await client.wait_closed() == 1011
         reply = await running.http_exchange(handle.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert _status(reply) == 200
+
+
+class DeltaFlood:
+    """A ``run`` seam that streams 4 KiB ``message.delta`` events until the session is aborted."""
+
+    limit = 5000
+
+    def __init__(self) -> None:
+        self.emitted = 0
+        self.aborted = trio.Event()
+
+    async def __call__(self, options: RunOptions) -> RunResult:
+        assert options.on_event is not None
+        assert options.signal is not None
+        ids: dict[str, object] = {"runId": "run-1", "sessionId": options.session_id, "turnId": "turn-1"}
+        while not options.signal.aborted:
+            assert self.emitted < self.limit, "the server never pushed back"
+            data: dict[str, object] = {
+                **ids,
+                "requestId": "req-1",
+                "messageId": "msg-1",
+                "role": "assistant",
+                "sequence": self.emitted,
+                "delta": "x" * 4096,
+            }
+            await options.on_event(create_event("message.delta", data, at="2026-01-01T00:00:00.000Z"))
+            self.emitted += 1
+        self.aborted.set()
+        raise RunCanceledError
+
+
+async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_stay_stored(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    (tmp_path / "state").mkdir()
+    store = SqliteSessionStore(tmp_path / "state" / "flood.sqlite")
+    flood = DeltaFlood()
+    # 16 KiB messages give the smallest outbound cap, 64 KiB.
+    options = {"db_path": None, "session_store": store, "run": flood, "max_message_bytes": 16_384}
+    async with store, running(**options) as handle:
+        async with running.raw_websocket(handle, receive_buffer=4096) as raw:
+            await raw.send_request(1, "initialize", initialize_params())
+            assert "result" in await raw.next_message()
+            await raw.send_request(2, "session/new", {"workspace": "ws"})
+            session_id = (await raw.next_message())["result"]["sessionId"]
+            await raw.send_request(3, "session/prompt", {"sessionId": session_id, "content": "go"})
+            # Not reading: the socket buffers fill, then the outbound queue reaches its cap.
+            with trio.fail_after(10):
+                await flood.aborted.wait()
+            # Reading again within the 1 s grace lets the frame in flight and the close through.
+            events = await raw.events_until_end()
+        closing = events[-1]
+        assert isinstance(closing, CloseConnection)
+        assert closing.code == 1013
+        texts = [event for event in events if isinstance(event, TextMessage)]
+        # wsproto hands over a frame in pieces as it arrives; the last piece of each is final.
+        assert texts[-1].message_finished
+        joined = "".join(event.data + ("\n" if event.message_finished else "") for event in texts)
+        streamed = [json.loads(line) for line in joined.splitlines()]
+        # Only notifications, gapless from 0; the queued rest was dropped, the prompt never answered.
+        assert {message.get("method") for message in streamed} == {"session/event"}
+        assert [message["params"]["seq"] for message in streamed] == list(range(len(streamed)))
+        assert len(streamed) < flood.emitted
+
+        await running.wait_for_closed_row(store, session_id)
+        assert await store.size(session_id) == flood.emitted
+        async with connect(handle.url) as fresh:
+            await fresh.initialize()
+            replayed = await running.replay_all(fresh, session_id, page=8)
+        assert [note["seq"] for note in replayed] == list(range(flood.emitted))
+        assert [note["event"]["data"]["sequence"] for note in replayed] == list(range(flood.emitted))
+        assert replayed[: len(streamed)] == [message["params"] for message in streamed]
+
+
+@pytest.mark.parametrize(
+    "unfinished",
+    [
+        "half a frame header",
+        "a frame missing its payload end",
+        "an open fragmented message",
+        pytest.param(
+            "half a frame after a whole one",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="server bug: a read that completes a message resets the deadline even when "
+                "a partial frame follows it, and wsproto exposes no public count of buffered bytes",
+            ),
+        ),
+    ],
+)
+async def test_an_unfinished_frame_or_message_closes_with_1002_after_30_s(
+    running: ServerFactory, mock_clock: trio.testing.MockClock, unfinished: str
+) -> None:
+    async with running(persistence=False, db_path=None) as handle, running.raw_websocket(handle) as raw:
+        whole = raw.frames.send(TextMessage(data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "nope"})))
+        data = {
+            "half a frame header": whole[:1],
+            "a frame missing its payload end": whole[:-3],
+            "an open fragmented message": raw.frames.send(TextMessage(data='{"a', message_finished=False)),
+            "half a frame after a whole one": whole + whole[:1],
+        }[unfinished]
+        await raw.send_bytes(data)
+        if unfinished == "half a frame after a whole one":
+            assert (await raw.next_message())["error"]["code"] == -32601
+        started = trio.current_time()
+        # Only the 30 s frame deadline (then the 1 s close grace) is pending, so the clock jumps.
+        mock_clock.autojump_threshold = 0.05
+        with trio.fail_after(60):
+            events = await raw.events_until_end()
+        mock_clock.autojump_threshold = float("inf")
+        closing = events[-1]
+        assert isinstance(closing, CloseConnection)
+        assert closing.code == 1002
+        assert 30 <= trio.current_time() - started < 32
