@@ -171,9 +171,12 @@ class WebSocketDriver:
                         # wsproto reports a protocol (1002) or UTF-8 (1007) failure this way.
                         self.close(event.code, event.reason or "invalid frame")
                     return
+            pending = self._frame_bytes_pending()
             if progressed and not in_message:
-                incomplete_since = None
-            elif data and incomplete_since is None:
+                # A read can complete one message and start the next frame: that frame's
+                # deadline starts now.
+                incomplete_since = trio.current_time() if pending else None
+            elif (data or pending) and incomplete_since is None:
                 incomplete_since = trio.current_time()
             deadline = math.inf if incomplete_since is None else incomplete_since + INCOMPLETE_FRAME_SECONDS
             with trio.move_on_at(deadline):
@@ -184,6 +187,24 @@ class WebSocketDriver:
                 continue
             self.close(1002, "incomplete frame timed out")
             return
+
+    def _frame_bytes_pending(self) -> bool:
+        """Whether wsproto holds part of a frame it has not turned into an event yet.
+
+        wsproto has no public way to ask, so this reads its frame decoder (pinned wsproto
+        range); if those internals ever change, it answers False and the deadline falls back
+        to "bytes arrived without a complete message".
+        """
+        decoder = getattr(getattr(self._ws, "_proto", None), "_frame_decoder", None)
+        if decoder is None:
+            return False
+        header: object = getattr(decoder, "header", None)
+        buffer: object = getattr(decoder, "buffer", None)
+        try:
+            buffered = len(buffer)  # type: ignore[arg-type]
+        except TypeError:
+            buffered = 0
+        return header is not None or buffered > 0
 
     # ------------------------------------------------------------ closing
 
