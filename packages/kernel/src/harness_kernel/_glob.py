@@ -14,8 +14,8 @@ from typing import Final
 
 import msgspec
 
+from harness_kernel._json import is_exact_array
 from harness_kernel._policy_errors import InvalidPolicyInputError
-from harness_kernel._policy_exact import is_sequence
 
 __all__ = [
     "CompiledGlob",
@@ -111,7 +111,7 @@ def compile_glob(pattern: str) -> CompiledGlob:
 
 
 def _allowed_patterns(allowed: Sequence[str]) -> tuple[CompiledGlob, ...]:
-    if not is_sequence(allowed):
+    if not is_exact_array(allowed):
         raise InvalidPolicyInputError("allowed paths must be a list or tuple of str")
     return tuple(compile_glob(_require_str(pattern, "allowed path pattern")) for pattern in allowed)
 
@@ -151,7 +151,7 @@ def check_changed_paths(allowed: Sequence[str], paths: Sequence[str]) -> tuple[b
         InvalidPolicyInputError: either argument is not a list or tuple of exact ``str``.
     """
     patterns = _allowed_patterns(allowed)
-    if not is_sequence(paths):
+    if not is_exact_array(paths):
         raise InvalidPolicyInputError("changed paths must be a list or tuple of str")
     checked = [_require_str(path, "path") for path in paths]
     violations = tuple(path for path in checked if not _admits(patterns, path))

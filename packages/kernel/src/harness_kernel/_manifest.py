@@ -13,7 +13,8 @@ from typing import Final, Literal, TypeAlias, final
 import msgspec
 
 from harness_kernel._errors import HarnessError
-from harness_kernel._policy_exact import is_mapping, is_sequence, is_str
+from harness_kernel._json import is_exact_array
+from harness_kernel._policy_exact import is_mapping, is_str
 from harness_kernel._rules import EFFECTS, Effect, PermissionMap, Rule, is_effect
 from harness_kernel._yaml_tree import ROOT, SYNTAX, describe_kind, is_refused, join_path, read_yaml_document
 
@@ -185,7 +186,7 @@ class _Checker:
 
     def items(self, value: object, path: str) -> list[tuple[str, object]] | None:
         """The items of a non-empty list, each with its path."""
-        if not is_sequence(value):
+        if not is_exact_array(value):
             self.type_error(path, "a list", value)
             return None
         if not value:

@@ -2,6 +2,7 @@
 
 Policy inputs and decoded manifests are accepted only as exact built-in types
 (``type(v) is dict``), never subclasses, so that no caller code runs while they are read.
+Exact arrays use :func:`harness_kernel._json.is_exact_array`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TypeGuard
 
-__all__ = ["is_mapping", "is_sequence", "is_str"]
+__all__ = ["is_mapping", "is_str"]
 
 
 def is_str(value: object) -> TypeGuard[str]:
@@ -20,8 +21,3 @@ def is_str(value: object) -> TypeGuard[str]:
 def is_mapping(value: object) -> TypeGuard[dict[object, object] | MappingProxyType[object, object]]:
     """Whether ``value`` is an exact ``dict`` or an exact read-only view (``MappingProxyType``)."""
     return type(value) is dict or type(value) is MappingProxyType
-
-
-def is_sequence(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
-    """Whether ``value`` is an exact ``list`` or an exact ``tuple``."""
-    return type(value) is list or type(value) is tuple

@@ -188,10 +188,6 @@ class Forbidden:
                 return name
         return None
 
-    def covers_something_below(self, prefix: str) -> bool:
-        """Whether some entry lies at or below ``prefix`` (so ``prefix``'s attributes matter)."""
-        return any(name == prefix or name.startswith(prefix + ".") for name in self.names)
-
     def digest_text(self) -> str:
         """A canonical text of the entries, for the cache key."""
         parts = sorted(self.names)
