@@ -162,28 +162,26 @@ def _parse_argv(argv: object) -> tuple[str, ...]:
 # ------------------------------------------------------------------ results
 
 
-def _validate_read_file(result: object) -> object:
-    if type(result) is not str:
-        raise _malformed("read_file returned a non-string result", "read_file")
-    return result
+def _text_result(operation: str) -> Callable[[object], object]:
+    """The validator of an operation that returns text: the same ``str`` object, or MALFORMED."""
+
+    def validate(result: object) -> object:
+        if type(result) is not str:
+            raise _malformed(f"{operation} returned a non-string result", operation)
+        return result
+
+    return validate
 
 
-def _validate_diff(result: object) -> object:
-    if type(result) is not str:
-        raise _malformed("diff returned a non-string result", "diff")
-    return result
+def _void_result(operation: str) -> Callable[[object], object]:
+    """The validator of an operation that returns nothing: exactly ``None``, or MALFORMED."""
 
+    def validate(result: object) -> object:
+        if result is not None:
+            raise _malformed(f"{operation} returned a non-void result", operation)
+        return None
 
-def _validate_write_file(result: object) -> object:
-    if result is not None:
-        raise _malformed("write_file returned a non-void result", "write_file")
-    return None
-
-
-def _validate_dispose(result: object) -> object:
-    if result is not None:
-        raise _malformed("dispose returned a non-void result", "dispose")
-    return None
+    return validate
 
 
 def _validate_path_list(result: object) -> list[str]:
@@ -269,12 +267,14 @@ class OperationRule:
 OPERATIONS: Final[dict[str, OperationRule]] = {
     rule.name: rule
     for rule in (
-        OperationRule("read_file", frozenset({"operation", "path"}), _read_file_fields, _validate_read_file),
+        OperationRule(
+            "read_file", frozenset({"operation", "path"}), _read_file_fields, _text_result("read_file")
+        ),
         OperationRule(
             "write_file",
             frozenset({"operation", "path", "contents"}),
             _write_file_fields,
-            _validate_write_file,
+            _void_result("write_file"),
         ),
         OperationRule(
             "list_files", frozenset({"operation", "path"}), _list_files_fields, _validate_path_list
@@ -282,9 +282,9 @@ OPERATIONS: Final[dict[str, OperationRule]] = {
         OperationRule(
             "execute", frozenset({"operation", "command"}), _execute_fields, _validate_command_result
         ),
-        OperationRule("diff", frozenset({"operation"}), _no_fields, _validate_diff),
+        OperationRule("diff", frozenset({"operation"}), _no_fields, _text_result("diff")),
         OperationRule("snapshot", frozenset({"operation"}), _no_fields, _validate_snapshot),
-        OperationRule("dispose", frozenset({"operation"}), _no_fields, _validate_dispose),
+        OperationRule("dispose", frozenset({"operation"}), _no_fields, _void_result("dispose")),
     )
 }
 """The seven operations, in canonical order."""
