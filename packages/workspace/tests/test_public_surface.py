@@ -30,6 +30,7 @@ EXPECTED_NAMES = {
     "ExecuteRequest",
     "JsonValue",
     "ListFilesRequest",
+    "LocalWorkspaceError",
     "MemoryWorkspace",
     "ReadFileRequest",
     "SnapshotRequest",
@@ -77,6 +78,9 @@ EXPECTED_SIGNATURES = {
         "(self, operation: 'str', message: 'str | None' = None) -> 'None'"
     ),
     "WorkspaceEscapesRootError.__init__": "(self, requested: 'str', root: 'str') -> 'None'",
+    "LocalWorkspaceError.__init__": (
+        "(self, code: 'str', message: 'str', operation: 'str | None' = None) -> 'None'"
+    ),
     "MemoryWorkspace.__init__": (
         "(self, files: 'Mapping[str, str] | None' = None, *, "
         "commands: 'Mapping[str, CommandHandler] | None' = None, "
@@ -118,9 +122,13 @@ def test_every_public_name_is_importable() -> None:
         assert hasattr(harness_workspace, name), name
 
 
+PUBLIC_SUBMODULES = {"local"}
+"""Public modules that become package attributes once imported (not listed in ``__all__``)."""
+
+
 def test_no_unlisted_public_module_attributes() -> None:
     public = {name for name in vars(harness_workspace) if not name.startswith("_")}
-    assert public - EXPECTED_NAMES == set()
+    assert public - EXPECTED_NAMES - PUBLIC_SUBMODULES == set()
 
 
 def test_public_callables_keep_their_signatures() -> None:
@@ -171,3 +179,64 @@ def test_error_codes_are_stable() -> None:
 def test_contract_version_matches_the_distribution_minor_version() -> None:
     major, minor, *_ = harness_workspace.__version__.split(".")
     assert f"{major}.{minor}" == harness_workspace.WORKSPACE_CONTRACT_VERSION
+
+
+LOCAL_EXPECTED_NAMES = {
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_LIST_ENTRIES",
+    "LOCAL_WORKSPACE_ERROR_CODES",
+    "WORKSPACE_COMMAND_ABORTED",
+    "WORKSPACE_COMMAND_FAILED_TO_START",
+    "WORKSPACE_COMMAND_NOT_FOUND",
+    "WORKSPACE_DISPOSED",
+    "WORKSPACE_GIT_FAILED",
+    "WORKSPACE_GIT_UNAVAILABLE",
+    "WORKSPACE_INVALID_UTF8",
+    "WORKSPACE_IO_FAILED",
+    "WORKSPACE_LINKED_FILE",
+    "WORKSPACE_LIST_TOO_LARGE",
+    "WORKSPACE_NOT_A_DIRECTORY",
+    "WORKSPACE_NOT_A_FILE",
+    "WORKSPACE_NOT_A_REPOSITORY",
+    "WORKSPACE_NOT_FOUND",
+    "WORKSPACE_OUTPUT_TOO_LARGE",
+    "WORKSPACE_PATH_ESCAPES_ROOT",
+    "WORKSPACE_PATH_INVALID",
+    "WORKSPACE_PATH_TOO_LONG",
+    "WORKSPACE_SYMLINK_REFUSED",
+    "WORKSPACE_TIMEOUT_TOO_LARGE",
+    "WORKSPACE_TOO_LARGE",
+    "LocalWorkspace",
+    "LocalWorkspaceError",
+    "ProcessLimits",
+    "ResolverChoice",
+}
+
+
+def test_local_module_lists_exactly_its_public_names() -> None:
+    from harness_workspace import local  # noqa: PLC0415  # the adapter module is opt-in
+
+    assert set(local.__all__) == LOCAL_EXPECTED_NAMES
+    assert len(local.__all__) == len(LOCAL_EXPECTED_NAMES)
+    for name in local.__all__:
+        assert getattr(local, name) is not None, name
+    for name in LOCAL_EXPECTED_NAMES - {
+        "LocalWorkspace",
+        "LocalWorkspaceError",
+        "ProcessLimits",
+        "ResolverChoice",
+    }:
+        if name.startswith("WORKSPACE_"):
+            assert getattr(local, name) == name
+    assert {
+        n for n in LOCAL_EXPECTED_NAMES if n.startswith("WORKSPACE_")
+    } == local.LOCAL_WORKSPACE_ERROR_CODES
+    assert local.LocalWorkspaceError is harness_workspace.LocalWorkspaceError
+    rendered = re.sub(r" at 0x[0-9a-f]+", "", str(inspect.signature(local.LocalWorkspace)))
+    assert rendered == (
+        "(root: 'str | os.PathLike[str]', *, max_file_bytes: 'int' = 4194304, "
+        "max_list_entries: 'int' = 10000, process_limits: 'ProcessLimits | None' = None, "
+        "environment: 'Mapping[str, str] | None' = None, resolver: 'ResolverChoice' = 'auto') -> 'None'"
+    )
+    for name, expected in PROTOCOL_METHODS.items():
+        assert str(inspect.signature(getattr(local.LocalWorkspace, name))) == expected, name

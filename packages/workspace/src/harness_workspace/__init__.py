@@ -4,6 +4,10 @@ Model-facing code never receives host authority directly. Outer, trusted code bi
 adapter (:func:`bind_workspace`), narrows it to the one operation a reviewed tool declared
 (:func:`restrict_workspace`), and every call crosses :func:`invoke_workspace_operation`,
 which treats both the request and the adapter's result as untrusted data.
+
+The host-filesystem adapter lives in :mod:`harness_workspace.local` (``LocalWorkspace``);
+its error class, :class:`LocalWorkspaceError`, is also exported here so that callers can
+catch it without importing the adapter.
 """
 
 from harness_workspace._dispatch import bind_workspace, invoke_workspace_operation, restrict_workspace
@@ -19,6 +23,7 @@ from harness_workspace._errors import (
     WorkspaceOperationUnknownError,
     WorkspaceOperationUnsupportedError,
 )
+from harness_workspace._local_errors import LocalWorkspaceError
 from harness_workspace._memory import CommandHandler, MemoryWorkspace
 from harness_workspace._scope import WorkspacePathScope, open_workspace
 from harness_workspace._signals import AbortController, AbortSignal, move_on_abort
@@ -60,6 +65,7 @@ __all__ = [
     "ExecuteRequest",
     "JsonValue",
     "ListFilesRequest",
+    "LocalWorkspaceError",
     "MemoryWorkspace",
     "ReadFileRequest",
     "SnapshotRequest",
