@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,8 @@ from agent_server.client import (
     connect,
     initialize_params,
 )
-from harness_kernel.events import Event, redact_event
+from harness_kernel.events import create_event
+from harness_kernel.legacy import RunOptions, RunResult
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
@@ -269,32 +271,64 @@ async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_con
         assert types[-1] == "agent.stopped"
 
 
-async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_run(
-    running: ServerFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def redact_all_but_model_responses(event: Event) -> Event:
-        if event.type == "model.response":
-            raise ValueError("redaction broke")
-        return redact_event(event)
+class SecretFloodRun:
+    """A ``run`` seam whose second event is valid but cannot be redacted.
 
-    monkeypatch.setattr("agent_server._sessions.redact_event", redact_all_but_model_responses)
+    ``steering.queued`` content may hold at most 256 KiB. Redacting ``token=a`` gives
+    ``token=[REDACTED]``, so 200 KiB of such pairs outgrow the field, and the redacted event no
+    longer passes its schema: ``harness_kernel.events.redact_event`` raises.
+    """
+
+    def __init__(self) -> None:
+        self.raised: list[BaseException] = []
+        self.aborted_after_failure: bool | None = None
+
+    async def __call__(self, options: RunOptions) -> RunResult:
+        assert options.on_event is not None
+        assert options.signal is not None
+        ids: dict[str, object] = {"runId": "run-1", "sessionId": options.session_id, "turnId": "turn-1"}
+        started: dict[str, object] = {
+            "agentId": "agent-1",
+            "sessionId": options.session_id,
+            "model": "fake-model/v1",
+        }
+        await options.on_event(create_event("agent.started", started))
+        secrets = "token=a " * (200 * 1024 // 8)
+        event = create_event("steering.queued", {**ids, "messageId": "msg-1", "content": secrets})
+        try:
+            await options.on_event(event)
+        except Exception as error:
+            self.raised.append(error)
+            self.aborted_after_failure = options.signal.aborted
+            raise
+        raise AssertionError("the unredactable event was accepted")
+
+
+async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_run(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    run = SecretFloodRun()
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "redaction.sqlite")
-    async with store, running(db_path=None, session_store=store) as handle:
+    async with store, running(db_path=None, session_store=store, run=run) as handle:
         async with connect(handle.url) as client:
             session_id = await _new_session(client)
             with pytest.raises(AcpClientError) as failed:
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
             assert (failed.value.code, failed.value.data_code) == (-32603, None)
+            # The run saw its event refused, with the session already aborted.
+            assert len(run.raised) == 1
+            assert run.aborted_after_failure is True
             notes = [note["params"] for note in client.drain_notifications()]
             assert [note["seq"] for note in notes] == list(range(len(notes)))
             # The unredacted event is neither stored nor sent; its replacement ends the stream.
             types = [note["event"]["type"] for note in notes]
-            assert types == ["session.created", "agent.started", "model.request", "error"]
+            assert types == ["agent.started", "error"]
             replacement = notes[-1]["event"]
             assert replacement["actor"] == "agent-server"
             assert replacement["data"]["code"] == "EVENT_REDACTION_FAILED"
             assert replacement["data"]["retryable"] is False
+            assert "token=a" not in json.dumps(notes)
             with pytest.raises(AcpClientError) as again:
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
             assert again.value.code == -32011

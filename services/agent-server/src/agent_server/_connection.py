@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import msgspec
@@ -60,11 +60,13 @@ class AcpConnection:
 
     Args:
         state: The server-wide state.
-        send: Queues one text frame on the socket.
+        send: Queues one text frame on the socket, waiting for outbound room.
         nursery: Owns this connection's request and timer tasks.
     """
 
-    def __init__(self, state: ServerState, send: Callable[[str], None], nursery: trio.Nursery) -> None:
+    def __init__(
+        self, state: ServerState, send: Callable[[str], Awaitable[None]], nursery: trio.Nursery
+    ) -> None:
         self._state = state
         self._nursery = nursery
         self._sessions = SessionManager(state, send, nursery)
@@ -78,32 +80,32 @@ class AcpConnection:
         if not isinstance(parsed, Request):
             self._in_flight.release()
             error, request_id = parsed
-            self._sessions.send(encode_error(request_id, error))
+            await self._sessions.send(encode_error(request_id, error))
             return
         if parsed.method == "initialize":
             # Answered in order, before any later frame is read, so initialize comes first.
             try:
-                self._answer(parsed.id, self._initialize(parsed.params))
+                await self._answer(parsed.id, self._initialize(parsed.params))
             except AcpError as error:
-                self._sessions.send(encode_error(parsed.id, error))
+                await self._sessions.send(encode_error(parsed.id, error))
             finally:
                 self._in_flight.release()
             return
         self._nursery.start_soon(self._serve_request, parsed)
 
-    def _answer(self, request_id: str | int, result: msgspec.Struct) -> None:
-        self._sessions.send(encode_result(request_id, result))
+    async def _answer(self, request_id: str | int, result: msgspec.Struct) -> None:
+        await self._sessions.send(encode_result(request_id, result))
 
     async def _serve_request(self, request: Request) -> None:
         try:
             result = await self._dispatch(request)
         except AcpError as error:
-            self._sessions.send(encode_error(request.id, error))
+            await self._sessions.send(encode_error(request.id, error))
         except Exception:
             _log.exception("request %s failed", request.method)
-            self._sessions.send(encode_error(request.id, None))
+            await self._sessions.send(encode_error(request.id, None))
         else:
-            self._answer(request.id, result)
+            await self._answer(request.id, result)
         finally:
             self._in_flight.release()
 

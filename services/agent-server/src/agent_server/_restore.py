@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Final
 
@@ -68,7 +68,7 @@ def _check_metadata(state: ServerState, record: SessionRecord) -> datetime:
 
 
 async def restore_session(
-    state: ServerState, params: RestoreParams, send: Callable[[str], None]
+    state: ServerState, params: RestoreParams, send: Callable[[str], Awaitable[None]]
 ) -> RestoreResult:
     """Replay one stored session page as ``session/event`` notifications.
 
@@ -128,8 +128,10 @@ async def restore_session(
         if error.code == SESS_RECOVERY_CONFLICT:
             raise _not_restorable("session recovery conflict") from None
         raise
+    # One frame at a time, each waiting for outbound room: a page may be far larger than the
+    # outbound cap, and a client that reads normally must receive all of it.
     for stored in page.events:
-        send(encode_notification(session_id, stored.seq, serialize_event(stored.event)))
+        await send(encode_notification(session_id, stored.seq, serialize_event(stored.event)))
     return RestoreResult(
         session_id=session_id,
         status="interrupted" if status == "interrupted" else "completed",

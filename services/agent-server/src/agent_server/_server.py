@@ -293,6 +293,8 @@ class _Server:
                     else:
                         if not self._shutting_down:
                             await driver.read_messages(connection.receive)
+                        # Disconnect semantics: frames still waiting for outbound room are dropped.
+                        driver.discard_output()
                         with trio.CancelScope(shield=True):
                             await connection.disconnect()
                 with trio.CancelScope(shield=True):

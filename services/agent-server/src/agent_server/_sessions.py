@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
@@ -131,11 +131,13 @@ class SessionManager:
 
     Args:
         state: The server-wide state.
-        send: Queues one text frame; dropped once the connection is closing.
+        send: Queues one text frame, waiting for outbound room; dropped once the connection is closing.
         nursery: Runs the session timers; the connection waits for it.
     """
 
-    def __init__(self, state: ServerState, send: Callable[[str], None], nursery: trio.Nursery) -> None:
+    def __init__(
+        self, state: ServerState, send: Callable[[str], Awaitable[None]], nursery: trio.Nursery
+    ) -> None:
         self._state = state
         self._config = state.config
         self._send = send
@@ -368,12 +370,12 @@ class SessionManager:
             permission_id: object = getattr(event.data, "permission_id", None)
             if type(permission_id) is str:
                 session.pending[permission_id] = _Pending()
-        self.send(encode_notification(session.id, seq, serialize_event(event)))
+        await self.send(encode_notification(session.id, seq, serialize_event(event)))
 
-    def send(self, text: str) -> None:
+    async def send(self, text: str) -> None:
         """Queue a frame unless the client has disconnected."""
         if not self.disconnected:
-            self._send(text)
+            await self._send(text)
 
     async def _await_operator(self, session: Session, request: PermissionRequest) -> PermissionResolution:
         if session.abort.signal.aborted or session.finished:

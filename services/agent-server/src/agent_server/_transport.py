@@ -6,8 +6,11 @@ does both. This module only feeds it, counts bytes and fragments, and queues its
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import socket
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -23,6 +26,9 @@ _log: Final = logging.getLogger("agent_server")
 MAX_FRAGMENTS: Final = 1024
 INCOMPLETE_FRAME_SECONDS: Final = 30.0
 CLOSE_GRACE_SECONDS: Final = 1.0
+OUTBOUND_STALL_SECONDS: Final = 5.0
+"""How long a full outbound queue may see the peer accept no byte before the 1013 close."""
+_SEND_SLICE_BYTES: Final = 16_384
 _RECEIVE_BYTES: Final = 65_536
 _MAX_REASON_BYTES: Final = 123
 
@@ -51,7 +57,12 @@ class WebSocketDriver:
         self._max_message_bytes = max_message_bytes
         self._outbound_cap = max(64 * 1024, 2 * max_message_bytes)
         self._queued_bytes = 0
+        self._in_flight_bytes = 0
         self._outbox, self._outbox_reader = trio.open_memory_channel[bytes](math.inf)
+        self._send_order = trio.Lock()
+        self._room = trio.Event()
+        self._last_progress = trio.current_time()
+        self._output_discarded = False
         self._reading = trio.CancelScope()
         self._peer_closed = trio.Event()
         self._close_flushed = trio.Event()
@@ -60,13 +71,9 @@ class WebSocketDriver:
 
     # ------------------------------------------------------------ output
 
-    def _enqueue(self, frame: bytes, *, capped: bool = True) -> bool:
-        if capped and self._queued_bytes + len(frame) > self._outbound_cap:
-            self._overflow()
-            return False
+    def _enqueue(self, frame: bytes) -> None:
         self._queued_bytes += len(frame)
         self._outbox.send_nowait(frame)
-        return True
 
     def _overflow(self) -> None:
         # The peer stopped reading: drop what is queued and try to say why.
@@ -75,17 +82,52 @@ class WebSocketDriver:
                 self._outbox_reader.receive_nowait()
             except trio.WouldBlock:
                 break
-        self._queued_bytes = 0
+        self._queued_bytes = self._in_flight_bytes
         self.close(1013, "outbound queue is full")
 
-    def send_text(self, text: str) -> None:
-        """Queue one text message; an oversized one closes with 1009, a full queue with 1013."""
-        if self.close_sent:
+    def _wake_senders(self) -> None:
+        self._room.set()
+        self._room = trio.Event()
+
+    async def send_text(self, text: str) -> None:
+        """Queue one text message once the outbound queue has room for it.
+
+        A sender waits while the queue is at its cap and the peer keeps accepting bytes, so a
+        client that reads normally receives every frame however large the burst (a restore
+        page, a fast run). When the peer has accepted nothing for ``OUTBOUND_STALL_SECONDS``
+        while the queue is full, it has stopped reading: the queue is dropped and the socket
+        closed with 1013. An oversized message closes with 1009. After a close, or once
+        output is discarded at disconnect, the message is dropped.
+        """
+        if self._output_discarded or self.close_sent:
             return
         if len(text.encode("utf-8")) > self._max_message_bytes:
             self.close(1009, "outbound message is too large")
             return
-        self._enqueue(self._ws.send(TextMessage(data=text)))
+        await self._queue_when_room(self._ws.send(TextMessage(data=text)))
+
+    async def _queue_when_room(self, frame: bytes) -> None:
+        async with self._send_order:
+            # Frames take the lock in arrival order (trio's Lock is fair), so waiting for room
+            # never reorders one session's events or a response before its events.
+            waiting_since = trio.current_time()
+            while self._queued_bytes and self._queued_bytes + len(frame) > self._outbound_cap:
+                if self._output_discarded or self.close_sent:
+                    return
+                room = self._room
+                stalled_at = max(self._last_progress, waiting_since) + OUTBOUND_STALL_SECONDS
+                with trio.move_on_at(stalled_at):
+                    await room.wait()
+                    continue
+                self._overflow()
+                return
+            if not (self._output_discarded or self.close_sent):
+                self._enqueue(frame)
+
+    def discard_output(self) -> None:
+        """Drop every message not yet queued, now and later (disconnect: nothing more is sent)."""
+        self._output_discarded = True
+        self._wake_senders()
 
     def close(self, code: int, reason: str) -> None:
         """Queue a close frame once and stop reading."""
@@ -94,23 +136,40 @@ class WebSocketDriver:
         self.close_sent = True
         self.close_code = code
         self._reading.cancel()
+        self._wake_senders()
         try:
             frame = self._ws.send(CloseConnection(code=code, reason=cut_reason(reason)))
         except LocalProtocolError:
             self._close_flushed.set()
             return
-        self._enqueue(frame, capped=False)
+        self._enqueue(frame)
 
     async def write_frames(self) -> None:
-        """Send queued frames until the socket breaks or the task is cancelled."""
-        async for frame in self._outbox_reader:
-            try:
-                await self._stream.send_all(frame)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return
-            self._queued_bytes = max(0, self._queued_bytes - len(frame))
-            if self.close_sent and not self._queued_bytes:
-                self._close_flushed.set()
+        """Send queued frames until the socket breaks or the task is cancelled.
+
+        Frames go out in slices so that progress (the peer accepting bytes) is seen while a
+        large frame is still being sent.
+        """
+        try:
+            async for frame in self._outbox_reader:
+                self._in_flight_bytes = len(frame)
+                view = memoryview(frame)
+                for start in range(0, len(frame), _SEND_SLICE_BYTES):
+                    piece = view[start : start + _SEND_SLICE_BYTES]
+                    try:
+                        await self._stream.send_all(piece)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+                    self._last_progress = trio.current_time()
+                    self._in_flight_bytes -= len(piece)
+                    self._queued_bytes = max(0, self._queued_bytes - len(piece))
+                    self._wake_senders()
+                if self.close_sent and not self._queued_bytes:
+                    self._close_flushed.set()
+        finally:
+            # Nothing will drain the queue any more: senders must not wait for room.
+            self._output_discarded = True
+            self._wake_senders()
 
     # ------------------------------------------------------------ input
 
@@ -161,7 +220,10 @@ class WebSocketDriver:
                     self.close(1003, "binary messages are not supported")
                     return
                 elif isinstance(event, Ping):
-                    if not self._enqueue(self._ws.send(event.response())):
+                    # Flow-controlled like any frame: a reading peer's ping never overflows a queue
+                    # that a large burst keeps at its cap.
+                    await self._queue_when_room(self._ws.send(event.response()))
+                    if self.close_sent:
                         return
                 elif isinstance(event, CloseConnection):
                     if self._ws.state is ConnectionState.REMOTE_CLOSING:
@@ -211,10 +273,11 @@ class WebSocketDriver:
     async def finish(self, code: int, reason: str) -> None:
         """Close with ``code`` unless a close was sent, flush it, await the peer's close, then return.
 
-        Gives up after the grace period; the caller then closes the TCP stream.
+        Gives up after the grace period and then arms an abort: the caller's close of the TCP
+        stream resets it instead of leaving unsent bytes for a peer that may never read them.
         """
         self.close(code, reason)
-        with trio.move_on_after(CLOSE_GRACE_SECONDS):
+        with trio.move_on_after(CLOSE_GRACE_SECONDS) as grace:
             await self._close_flushed.wait()
             while not self._peer_closed.is_set():
                 try:
@@ -230,3 +293,6 @@ class WebSocketDriver:
                 for event in self._ws.events():
                     if isinstance(event, CloseConnection):
                         return
+        if grace.cancelled_caught and isinstance(self._stream, trio.SocketStream):
+            with contextlib.suppress(OSError):
+                self._stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
