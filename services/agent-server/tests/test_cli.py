@@ -29,6 +29,14 @@ def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
         ServerConfig(allow_plaintext_remote="true")  # pyright: ignore[reportArgumentType]
 
 
+@pytest.mark.parametrize("value", ["docker", "", "LOCAL", True, ("local",)])
+def test_config_refuses_an_unknown_workspace_adapter(value: object) -> None:
+    with pytest.raises(ValueError, match='workspace_adapter must be "local" or None'):
+        ServerConfig(workspace_adapter=value)  # pyright: ignore[reportArgumentType]
+    assert ServerConfig().workspace_adapter is None
+    assert ServerConfig(workspace_adapter="local").workspace_adapter == "local"
+
+
 @pytest.mark.parametrize(
     ("variables", "message"),
     [
@@ -46,6 +54,19 @@ def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
         ({"HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": " true"}, 'must be exactly "true" or "false"'),
         ({"HARNESS_AGENT_READINESS_PATH": " "}, "HARNESS_AGENT_READINESS_PATH must be non-empty"),
         ({"HARNESS_AGENT_PORT": "70000"}, "HARNESS_AGENT_PORT must be an integer"),
+        ({"HARNESS_AGENT_WORKSPACE_ADAPTER": ""}, 'HARNESS_AGENT_WORKSPACE_ADAPTER must be exactly "local"'),
+        (
+            {"HARNESS_AGENT_WORKSPACE_ADAPTER": "LOCAL"},
+            'HARNESS_AGENT_WORKSPACE_ADAPTER must be exactly "local"',
+        ),
+        (
+            {"HARNESS_AGENT_WORKSPACE_ADAPTER": " local"},
+            'HARNESS_AGENT_WORKSPACE_ADAPTER must be exactly "local"',
+        ),
+        (
+            {"HARNESS_AGENT_WORKSPACE_ADAPTER": "docker"},
+            'HARNESS_AGENT_WORKSPACE_ADAPTER must be exactly "local"',
+        ),
     ],
 )
 def test_serve_refuses_invalid_environment_with_exit_2(
@@ -73,6 +94,8 @@ def test_serve_refuses_invalid_environment_with_exit_2(
         (["--scenario", "/nonexistent/scenario.yaml"], "cannot read scenario"),
         (["--db", "x.sqlite", "--no-db"], "not allowed with argument"),
         (["--bogus"], "unrecognized arguments"),
+        (["--workspace-adapter", "docker"], "argument --workspace-adapter: invalid choice: 'docker'"),
+        (["--workspace-adapter", ""], "argument --workspace-adapter: invalid choice: ''"),
     ],
 )
 def test_serve_refuses_invalid_flags_with_exit_2(
@@ -120,6 +143,34 @@ async def test_scenario_and_tools_flags_configure_the_model_and_catalogue(tmp_pa
         await handle.aclose()
 
 
+async def test_workspace_adapter_flag_or_variable_admits_read_file(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "note.txt").write_text("from the CLI\n")
+    scenario = tmp_path / "turns.yaml"
+    scenario.write_text(
+        "- toolCalls: [{id: call-1, name: read_file, arguments: {path: note.txt}}]\n- content: done\n"
+    )
+    argv = ["serve", "--port", "0", "--no-db", "--workspace-root", str(tmp_path), "--tools", "echo,read_file"]
+    argv += ["--scenario", str(scenario)]
+    assert build_config(_parser().parse_args(argv), {}).workspace_adapter is None
+    from_variable = build_config(_parser().parse_args(argv), {"HARNESS_AGENT_WORKSPACE_ADAPTER": "local"})
+    assert from_variable.workspace_adapter == "local"
+    config = build_config(_parser().parse_args([*argv, "--workspace-adapter", "local"]), {})
+    assert config.workspace_adapter == "local"
+    async with trio.open_nursery() as nursery:
+        handle: ServerHandle = await nursery.start(serve, config)
+        async with connect(handle.url) as client:
+            await client.initialize()
+            session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+            result, notes = await client.prompt(session_id, "read")
+            assert result["status"] == "completed"
+            outputs = [
+                n["params"]["event"]["data"] for n in notes if n["params"]["event"]["type"] == "tool.result"
+            ]
+            assert outputs[0]["output"]["content"] == "from the CLI\n"
+        await handle.aclose()
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
 def test_serve_exits_zero_on_sigint_and_sigterm(signal_number: int, tmp_path: Path) -> None:
     environ = {key: value for key, value in os.environ.items() if not key.startswith("HARNESS_")}
@@ -139,7 +190,7 @@ def test_serve_exits_zero_on_sigint_and_sigterm(signal_number: int, tmp_path: Pa
     assert process.returncode == 0, errors
 
 
-def test_demo_command_exits_zero_and_shows_the_refusal() -> None:
+def test_demo_command_exits_zero_shows_the_refusal_and_the_local_workspace_run() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "agent_server", "demo"],
         capture_output=True,
@@ -150,3 +201,9 @@ def test_demo_command_exits_zero_and_shows_the_refusal() -> None:
     assert result.returncode == 0, result.stderr
     assert "agent.stopped" in result.stdout
     assert 'refused: -32602 ACP_INVALID_PARAMS: tool "read_file"' in result.stdout
+    # The second server opts into LocalWorkspace: a real file is read, an escape is refused.
+    assert "content of notes/hello.txt: 'Hello from a real file in a temporary folder.\\n'" in result.stdout
+    assert "read_file ok=False error=WORKSPACE_PATH_ESCAPES_ROOT" in result.stdout
+    assert "../outside.txt refused by the adapter: WORKSPACE_PATH_ESCAPES_ROOT" in result.stdout
+    assert "not for the model" not in result.stdout
+    assert result.stdout.count("status=completed") == 2

@@ -12,7 +12,7 @@ from typing import Final, NoReturn
 import trio
 
 from agent_server._catalogue import catalogue_provider
-from agent_server._config import DEFAULT_MODEL_NAME, ServerConfig
+from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ServerConfig
 from agent_server._environment import read_environment, refuse_unsupported
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import ServerHandle, serve
@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--readiness-path", default=None)
     run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
     run.add_argument("--tools", default="echo", help="comma-separated: echo, read_file")
+    run.add_argument(
+        "--workspace-adapter",
+        choices=WORKSPACE_ADAPTERS,
+        default=None,
+        help="opt in to host-filesystem tools: one LocalWorkspace per session under its workspace",
+    )
     commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
     return parser
 
@@ -85,6 +91,11 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     readiness = (
         arguments.readiness_path if arguments.readiness_path is not None else environment.readiness_path
     )
+    adapter = (
+        arguments.workspace_adapter
+        if arguments.workspace_adapter is not None
+        else environment.workspace_adapter
+    )
     options: dict[str, object] = {}
     if models is not None:
         options["models"] = models
@@ -99,6 +110,7 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         allowed_origins=tuple(arguments.allow_origin),
         max_message_bytes=arguments.max_message_bytes,
         readiness_path=readiness,
+        workspace_adapter=adapter,
         tools=tools,
         **options,  # pyright: ignore[reportArgumentType]
     )

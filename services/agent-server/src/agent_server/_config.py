@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from agent_server._errors import invalid_params
 from agent_server._protocol import utf8_size
@@ -23,10 +23,12 @@ from harness_tools import Tool
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "LOOPBACK_HOSTS",
+    "WORKSPACE_ADAPTERS",
     "ModelFactory",
     "ServerConfig",
     "ToolProvider",
     "ToolProviderContext",
+    "WorkspaceAdapterName",
     "read_task_manifest",
 ]
 
@@ -34,6 +36,10 @@ DEFAULT_MODEL_NAME: Final = "fake-model/v1"
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_MESSAGE_BYTES_LIMIT: Final = 16 * 1024 * 1024
 MAX_MANIFEST_BYTES: Final = 256 * 1024
+
+WorkspaceAdapterName = Literal["local"]
+"""The operational workspace adapters a server can be opted into."""
+WORKSPACE_ADAPTERS: Final[tuple[WorkspaceAdapterName, ...]] = ("local",)
 
 ModelFactory = Callable[[], Model]
 """Builds one fresh model per session."""
@@ -116,6 +122,11 @@ class ServerConfig:
     The loopback, token and model-advertisement rules and the workspace root are checked
     by ``serve`` before it binds.
 
+    ``workspace_adapter="local"`` is the explicit opt-in to host-filesystem tools: each
+    session gets its own ``harness_workspace.local.LocalWorkspace`` over its workspace,
+    workspace-read tools rooted there are admitted, and the adapter is disposed when the
+    session finishes. With ``None`` (the default) every workspace tool is refused (§5.2).
+
     Raises:
         ValueError: a field has the wrong type or is out of range.
     """
@@ -137,6 +148,7 @@ class ServerConfig:
     created_session_timeout_ms: int = 300_000
     session_lease_ms: int = 30_000
     readiness_path: str | None = None
+    workspace_adapter: WorkspaceAdapterName | None = None
     models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
     default_model: str | None = None
     tools: ToolProvider = _no_tools
@@ -154,6 +166,11 @@ class ServerConfig:
         _check_int(self.port, "port", 0, 65535)
         for name in ("db_path", "auth_token", "readiness_path", "default_model"):
             _check_optional_str(getattr(self, name), name)
+        if self.workspace_adapter is not None and (
+            type(self.workspace_adapter) is not str or self.workspace_adapter not in WORKSPACE_ADAPTERS
+        ):
+            choices = " or ".join(f'"{name}"' for name in WORKSPACE_ADAPTERS)
+            raise ValueError(f"workspace_adapter must be {choices} or None, got {self.workspace_adapter!r}")
         for name in ("persistence", "allow_plaintext_remote"):
             if type(getattr(self, name)) is not bool:
                 raise ValueError(f"{name} must be a bool")

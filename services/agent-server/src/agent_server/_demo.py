@@ -1,10 +1,16 @@
-"""``agent-server demo``: one scripted session against an ephemeral loopback server (spec §9.2)."""
+"""``agent-server demo``: scripted sessions against ephemeral loopback servers (spec §9.2).
+
+The first server has no workspace adapter: one echo session, then ``read_file`` refused at
+``session/new``. The second is started with ``workspace_adapter="local"``: ``read_file`` reads
+a real file from a temporary folder, and a path leaving the workspace is refused by the
+adapter with a typed error code.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
 
 import trio
@@ -25,6 +31,14 @@ _SCRIPT: Final = (
 )
 _PLAIN: Final = "project"
 _WITH_FILES: Final = "project-with-files"
+_NOTE_PATH: Final = "notes/hello.txt"
+_NOTE_TEXT: Final = "Hello from a real file in a temporary folder.\n"
+_ESCAPE_PATH: Final = "../outside.txt"
+_LOCAL_SCRIPT: Final = (
+    ScriptedTurn(tool_calls=[ToolCall("call-1", "read_file", {"path": _NOTE_PATH})]),
+    ScriptedTurn(tool_calls=[ToolCall("call-2", "read_file", {"path": _ESCAPE_PATH})]),
+    ScriptedTurn(content="I read the note; the file outside the workspace stayed out of reach."),
+)
 
 
 def _demo_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
@@ -45,16 +59,24 @@ def _describe(event: JsonObject) -> str:
         "policy.decision": lambda: f"{data.get('action')} {data.get('subject')} -> {data.get('effect')}",
         "permission.requested": lambda: f"{data.get('action')} {data.get('subject')} (asking the operator)",
         "permission.resolved": lambda: f"{data.get('decision')} note={data.get('note')!r}",
-        "tool.result": lambda: f"{data.get('tool')} ok={data.get('ok')} output={data.get('output')}",
+        "tool.result": lambda: _describe_result(data),
         "agent.stopped": lambda: f"status={data.get('status')} steps={data.get('steps')}",
     }.get(kind)
     return f"{kind:<22} {details() if details else ''}".rstrip()
 
 
-async def _follow(client: AcpClient, session_id: str) -> None:
+def _describe_result(data: JsonObject) -> str:
+    if data.get("ok"):
+        return f"{data.get('tool')} ok=True output={data.get('output')}"
+    error: JsonObject = data.get("error", {})
+    return f"{data.get('tool')} ok=False error={error.get('code')}: {error.get('message')}"
+
+
+async def _follow(client: AcpClient, session_id: str, events: list[JsonObject]) -> None:
     async for note in client.notifications:
         params: JsonObject = note["params"]
         event: JsonObject = params["event"]
+        events.append(event)
         actor = event.get("actor", "-")
         print(f"  {params['seq']:>3}  {actor:<13} {_describe(event)}", flush=True)
         if event["type"] == "permission.requested":
@@ -71,6 +93,21 @@ async def _follow(client: AcpClient, session_id: str) -> None:
             return
 
 
+async def _prompt(client: AcpClient, session_id: str, content: str) -> tuple[JsonObject, list[JsonObject]]:
+    """Prompt the session, print its timeline live, approve its permission requests."""
+    print("  seq  actor         event")
+    outcome: list[JsonObject] = []
+    events: list[JsonObject] = []
+
+    async def prompt() -> None:
+        outcome.append(await client.request("session/prompt", {"sessionId": session_id, "content": content}))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_follow, client, session_id, events)
+        nursery.start_soon(prompt)
+    return outcome[0], events
+
+
 async def _session(handle: ServerHandle) -> None:
     async with connect(handle.url) as client:
         hello = await client.initialize()
@@ -79,18 +116,7 @@ async def _session(handle: ServerHandle) -> None:
         created = await client.request("session/new", {"workspace": _PLAIN})
         session_id: str = created["sessionId"]
         print(f"\nsession {session_id} (tools: echo)")
-        print("  seq  actor         event")
-        outcome: list[JsonObject] = []
-
-        async def prompt() -> None:
-            outcome.append(
-                await client.request("session/prompt", {"sessionId": session_id, "content": "Say hello."})
-            )
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_follow, client, session_id)
-            nursery.start_soon(prompt)
-        result = outcome[0]
+        result, _ = await _prompt(client, session_id, "Say hello.")
         usage = result["usage"]
         print(f"result: {result['status']}: {result['finalText']!r} (tokens: {usage['totalTokens']})")
         replay = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
@@ -109,8 +135,49 @@ async def _session(handle: ServerHandle) -> None:
             raise RuntimeError("the workspace tool was admitted")
 
 
+def _read_file_only(context: ToolProviderContext) -> Iterable[Tool[Any]]:
+    return [TOOL_CATALOGUE["read_file"](context)]
+
+
+async def _local_session(handle: ServerHandle) -> None:
+    async with connect(handle.url) as client:
+        await client.initialize()
+        created = await client.request("session/new", {"workspace": _PLAIN})
+        session_id: str = created["sessionId"]
+        print(f"\nsession {session_id} (tools: read_file)")
+        result, events = await _prompt(client, session_id, f"Read {_NOTE_PATH}.")
+        print(f"result: {result['status']}: {result['finalText']!r}")
+        read, escape = (event["data"] for event in events if event["type"] == "tool.result")
+        if not read["ok"] or escape["ok"]:
+            raise RuntimeError("the local workspace did not read the note and refuse the escape")
+        print(f"content of {_NOTE_PATH}: {read['output']['content']!r}")
+        print(f"{_ESCAPE_PATH} refused by the adapter: {escape['error']['code']}")
+
+
+def _local_root(scratch: str) -> str:
+    """A server root whose workspace holds the note, with a file just outside the workspace."""
+    root = os.path.join(scratch, "local")
+    os.makedirs(os.path.join(root, _PLAIN, "notes"))
+    with open(os.path.join(root, _PLAIN, _NOTE_PATH), "w", encoding="utf-8") as note:
+        note.write(_NOTE_TEXT)
+    # Inside the server root but next to the workspace: reachable by path, not by the adapter.
+    with open(os.path.join(root, "outside.txt"), "w", encoding="utf-8") as outside:
+        outside.write("not for the model\n")
+    return root
+
+
+async def _with_server(config: ServerConfig, body: Callable[[ServerHandle], Awaitable[None]]) -> None:
+    async with trio.open_nursery() as nursery:
+        handle: ServerHandle = await nursery.start(serve, config)
+        print(f"agent-server: {handle.url}")
+        try:
+            await body(handle)
+        finally:
+            await handle.aclose()
+
+
 async def run_demo() -> int:
-    """Start a server on an ephemeral loopback port, run one session, print it, stop. Returns 0."""
+    """Start the two demo servers on ephemeral loopback ports, run their sessions, print them. Returns 0."""
     with tempfile.TemporaryDirectory(prefix="agent-server-demo-") as scratch:
         root = os.path.join(scratch, "workspaces")
         for name in (_PLAIN, _WITH_FILES):
@@ -123,12 +190,19 @@ async def run_demo() -> int:
             models={DEFAULT_MODEL_NAME: ScenarioModelFactory(_SCRIPT)},
             tools=_demo_tools,
         )
-        async with trio.open_nursery() as nursery:
-            handle: ServerHandle = await nursery.start(serve, config)
-            print(f"agent-server: {handle.url}")
-            try:
-                await _session(handle)
-            finally:
-                await handle.aclose()
+        await _with_server(config, _session)
+
+        local_root = _local_root(scratch)
+        print("\nwith workspace_adapter='local' (agent-server serve --workspace-adapter local):")
+        local_config = ServerConfig(
+            host="127.0.0.1",
+            port=0,
+            workspace_root=local_root,
+            db_path=os.path.join(scratch, "state", "local.sqlite"),
+            workspace_adapter="local",
+            models={DEFAULT_MODEL_NAME: ScenarioModelFactory(_LOCAL_SCRIPT)},
+            tools=_read_file_only,
+        )
+        await _with_server(local_config, _local_session)
     print("\ndemo finished")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 __all__ = ["Environment", "read_environment", "refuse_unsupported"]
 
@@ -22,6 +22,7 @@ class Environment:
     token: str | None = None
     allow_plaintext_remote: bool | None = None
     readiness_path: str | None = None
+    workspace_adapter: Literal["local"] | None = None
 
 
 def refuse_unsupported(environ: Mapping[str, str]) -> None:
@@ -71,4 +72,17 @@ def read_environment(
         readiness = raw_readiness.strip()
         if not readiness:
             raise ValueError("HARNESS_AGENT_READINESS_PATH must be non-empty after trimming")
-    return Environment(port=port, token=token, allow_plaintext_remote=allow, readiness_path=readiness)
+    adapter: Literal["local"] | None = None
+    raw_adapter = environ.get("HARNESS_AGENT_WORKSPACE_ADAPTER")
+    if raw_adapter is not None:
+        # An opt-in to host-filesystem tools: only the exact name counts, never "", "1" or " local".
+        if raw_adapter != "local":
+            raise ValueError('HARNESS_AGENT_WORKSPACE_ADAPTER must be exactly "local" when set')
+        adapter = "local"
+    return Environment(
+        port=port,
+        token=token,
+        allow_plaintext_remote=allow,
+        readiness_path=readiness,
+        workspace_adapter=adapter,
+    )

@@ -41,6 +41,12 @@ from harness_kernel.policy import PermissionRequest, PermissionResolution, RuleP
 from harness_kernel.store import SqliteSessionStore
 from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
+from harness_workspace.local import (
+    WORKSPACE_NOT_A_DIRECTORY,
+    WORKSPACE_NOT_FOUND,
+    LocalWorkspace,
+    LocalWorkspaceError,
+)
 
 __all__ = ["ServerState", "Session", "SessionManager", "format_time"]
 
@@ -53,6 +59,7 @@ NOTE_CANCELED: Final = "session canceled"
 NOTE_DISCONNECTED: Final = "ACP client disconnected"
 NOTE_FINISHED: Final = "session finished"
 NOTE_TIMED_OUT: Final = "permission request timed out"
+_WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
 
 
 def format_time(moment: datetime) -> str:
@@ -97,6 +104,7 @@ class Session:
     task_id: str | None
     manifest: TaskManifest | None
     tools: ToolRegistry
+    adapter: LocalWorkspace | None = None
     state: SessionState = "created"
     abort: AbortController = field(default_factory=AbortController)
     pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
@@ -161,11 +169,28 @@ class SessionManager:
             lexical = open_workspace(root).resolve_path(requested)
             real = os.path.realpath(lexical, strict=True)
         except (WorkspaceEscapesRootError, OSError, ValueError):
-            raise invalid_params("workspace must exist inside the configured root") from None
+            raise invalid_params(_WORKSPACE_MISSING) from None
         inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
         if not inside or not os.path.isdir(real):
-            raise invalid_params("workspace must exist inside the configured root")
+            raise invalid_params(_WORKSPACE_MISSING)
         return real
+
+    async def _open_adapter(self, workspace: str) -> LocalWorkspace | None:
+        """The session's own adapter when ``workspace_adapter="local"``, else ``None``.
+
+        Raises:
+            AcpError: ``-32602`` when the workspace vanished since it was resolved.
+            LocalWorkspaceError: any other failure to open it (answered ``-32603``).
+        """
+        if self._config.workspace_adapter is None:
+            return None
+        try:
+            # The constructor opens the directory: blocking, so in a worker thread.
+            return await trio.to_thread.run_sync(LocalWorkspace, workspace)
+        except LocalWorkspaceError as error:
+            if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
+                raise invalid_params(_WORKSPACE_MISSING) from None
+            raise
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
         """``session/new`` (§5.1)."""
@@ -188,7 +213,13 @@ class SessionManager:
             session_id=session_id, workspace=workspace, task_id=params.task_id, model=model_name
         )
         offered: list[Tool[Any]] = list(config.tools(context))
-        tools = await trio.to_thread.run_sync(admit_tools, offered, workspace)
+        local = config.workspace_adapter is not None
+        tools = await trio.to_thread.run_sync(
+            lambda: admit_tools(offered, workspace, workspace_adapter=local)
+        )
+        # The adapter is opened before the row is created, so a failure to open it stores
+        # nothing; a failure to create the row disposes it again.
+        adapter = await self._open_adapter(workspace)
         session = Session(
             id=session_id,
             workspace=workspace,
@@ -196,12 +227,14 @@ class SessionManager:
             task_id=params.task_id,
             manifest=manifest,
             tools=tools,
+            adapter=adapter,
         )
         self._state.active_session_ids.add(session_id)
         try:
             await self._create_row(session)
         except BaseException:
             self._state.active_session_ids.discard(session_id)
+            await self._dispose_adapter(session)
             raise
         self._created += 1
         self._sessions[session_id] = session
@@ -231,12 +264,18 @@ class SessionManager:
             raise RuntimeError("session row belongs to another owner")
 
     async def _idle_timer(self, session: Session) -> None:
-        with session.idle_scope:
-            await trio.sleep(self._config.created_session_timeout_ms / 1000)
+        try:
+            with session.idle_scope:
+                await trio.sleep(self._config.created_session_timeout_ms / 1000)
+                if session.state == "created":
+                    session.stop(NOTE_CANCELED)
+                    session.state = "canceled"
+                    await self._finish(session)
+        finally:
+            # Cancelled from outside while never prompted (no disconnect ran): the adapter
+            # must not outlive the session all the same.
             if session.state == "created":
-                session.stop(NOTE_CANCELED)
-                session.state = "canceled"
-                await self._finish(session)
+                await self._dispose_adapter(session)
 
     async def _lease_refresh(self, session: Session) -> None:
         store = self._state.store
@@ -254,6 +293,20 @@ class SessionManager:
                     session.abort.abort("persistence failure")
                     return
 
+    async def _dispose_adapter(self, session: Session) -> None:
+        """Dispose the session's adapter once, shielded; a failure is logged, never raised.
+
+        Disposal kills the adapter's running commands and waits for its operations in flight.
+        """
+        adapter, session.adapter = session.adapter, None
+        if adapter is None:
+            return
+        try:
+            with trio.CancelScope(shield=True):
+                await adapter.dispose()
+        except Exception:
+            _log.exception("disposing the workspace adapter of session %s failed", session.id)
+
     async def _finish(self, session: Session, *, keep_active: bool = False) -> None:
         if session.finished:
             return
@@ -261,6 +314,8 @@ class SessionManager:
         session.deny_pending(NOTE_FINISHED)
         session.idle_scope.cancel()
         session.lease_scope.cancel()
+        # Before the row is closed: a closed row means nothing of the session still runs.
+        await self._dispose_adapter(session)
         store = self._state.store
         try:
             if store is not None and not keep_active:
@@ -303,6 +358,7 @@ class SessionManager:
                 task_id=session.task_id,
                 session_id=session.id,
                 workspace=session.workspace,
+                workspace_capability=session.adapter,
                 on_event=on_event,
                 permission=RulePermissionController(permissions, resolve=resolve),
                 signal=session.abort.signal,
@@ -313,6 +369,11 @@ class SessionManager:
         except Exception:
             session.state = "canceled" if session.abort.signal.aborted else "failed"
             await self._finish(session, keep_active=session.persistence_failed)
+            raise
+        except BaseException:
+            # Cancelled from outside rather than through the abort signal: nothing is sent
+            # or stored any more, but the adapter must not outlive the run.
+            await self._dispose_adapter(session)
             raise
         if session.persistence_failed:
             session.state = "failed"
@@ -408,22 +469,28 @@ class SessionManager:
         session = self._lookup(params.session_id)
         if session.state in _TERMINAL:
             return CancelResult(canceled=False)
-        session.stop(NOTE_CANCELED)
-        if session.state == "created":
-            session.state = "canceled"
-            await self._finish(session)
+        await self._stop(session, NOTE_CANCELED)
         return CancelResult(canceled=True)
 
     async def disconnect(self) -> None:
         """Apply the disconnect semantics (§5.5); no frame is sent afterwards."""
         self.disconnected = True
         for session in list(self._sessions.values()):
-            if session.state in _TERMINAL:
-                continue
-            session.stop(NOTE_DISCONNECTED)
-            if session.state == "created":
-                session.state = "canceled"
-                await self._finish(session)
+            if session.state not in _TERMINAL:
+                await self._stop(session, NOTE_DISCONNECTED)
+
+    async def _stop(self, session: Session, note: str) -> None:
+        """Deny, abort, and finish a ``created`` session (cancel and disconnect).
+
+        A running session finishes when its run returns; its adapter is disposed now, so a
+        command that ignores the abort is killed rather than left running until then.
+        """
+        session.stop(note)
+        if session.state == "created":
+            session.state = "canceled"
+            await self._finish(session)
+        else:
+            await self._dispose_adapter(session)
 
 
 def _smallest(first: int | None, second: int | None) -> int | None:
