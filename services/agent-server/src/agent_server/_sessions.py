@@ -412,7 +412,11 @@ class SessionManager:
             )
             await self._append_then_send(session, replacement)
             raise
-        await self._append_then_send(session, redacted)
+        # Handed over without keeping a name for it in this frame: while the send waits for
+        # outbound room, this copy must not stay alive beside the notification text.
+        handover = [redacted]
+        del redacted
+        await self._append_then_send(session, handover.pop())
 
     async def _append_then_send(self, session: Session, event: Event) -> None:
         store = self._state.store
@@ -424,6 +428,7 @@ class SessionManager:
                 session.abort.abort("persistence failure")
                 raise
             seq, event = stored.seq, stored.event
+            del stored
         else:
             seq = session.next_seq
             session.next_seq += 1
@@ -431,7 +436,11 @@ class SessionManager:
             permission_id: object = getattr(event.data, "permission_id", None)
             if type(permission_id) is str:
                 session.pending[permission_id] = _Pending()
-        await self.send(encode_notification(session.id, seq, serialize_event(event)))
+        text = encode_notification(session.id, seq, serialize_event(event))
+        # Only the text is needed from here on; drop the event copies before a send that may
+        # wait for outbound room, so a stalled client pins one copy of its message, not three.
+        del event
+        await self.send(text)
 
     async def send(self, text: str) -> None:
         """Queue a frame unless the client has disconnected."""

@@ -56,6 +56,7 @@ class WebSocketDriver:
         self._pending_input = trailing_data
         self._max_message_bytes = max_message_bytes
         self._outbound_cap = max(64 * 1024, 2 * max_message_bytes)
+        self._queue_limit = self._outbound_cap - max_message_bytes
         self._queued_bytes = 0
         self._in_flight_bytes = 0
         self._outbox, self._outbox_reader = trio.open_memory_channel[bytes](math.inf)
@@ -101,28 +102,41 @@ class WebSocketDriver:
         """
         if self._output_discarded or self.close_sent:
             return
-        if len(text.encode("utf-8")) > self._max_message_bytes:
+        size = len(text.encode("utf-8"))
+        if size > self._max_message_bytes:
             self.close(1009, "outbound message is too large")
             return
-        await self._queue_when_room(self._ws.send(TextMessage(data=text)))
+        # The frame is built only once there is room, so a waiting message is held once (as
+        # the caller's text), not also as frame bytes.
+        if await self._wait_for_room(size + _frame_header_bytes(size)):
+            self._enqueue(self._ws.send(TextMessage(data=text)))
 
     async def _queue_when_room(self, frame: bytes) -> None:
+        if await self._wait_for_room(len(frame)):
+            self._enqueue(frame)
+
+    async def _wait_for_room(self, frame_bytes: int) -> bool:
+        """Wait, in arrival order, until ``frame_bytes`` fit; ``False`` when nothing may be queued.
+
+        Frames take the lock in arrival order (trio's Lock is fair), so waiting for room never
+        reorders one session's events or a response before its events. The caller must
+        enqueue before its next ``await`` so that it keeps its place. The queue is limited to
+        ``cap - max_message_bytes`` (one frame is always admitted into an empty queue), so the
+        queue plus the one message waiting for room stay within the outbound cap.
+        """
         async with self._send_order:
-            # Frames take the lock in arrival order (trio's Lock is fair), so waiting for room
-            # never reorders one session's events or a response before its events.
             waiting_since = trio.current_time()
-            while self._queued_bytes and self._queued_bytes + len(frame) > self._outbound_cap:
+            while self._queued_bytes and self._queued_bytes + frame_bytes > self._queue_limit:
                 if self._output_discarded or self.close_sent:
-                    return
+                    return False
                 room = self._room
                 stalled_at = max(self._last_progress, waiting_since) + OUTBOUND_STALL_SECONDS
                 with trio.move_on_at(stalled_at):
                     await room.wait()
                     continue
                 self._overflow()
-                return
-            if not (self._output_discarded or self.close_sent):
-                self._enqueue(frame)
+                return False
+            return not (self._output_discarded or self.close_sent)
 
     def discard_output(self) -> None:
         """Drop every message not yet queued, now and later (disconnect: nothing more is sent)."""
@@ -296,3 +310,12 @@ class WebSocketDriver:
         if grace.cancelled_caught and isinstance(self._stream, trio.SocketStream):
             with contextlib.suppress(OSError):
                 self._stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def _frame_header_bytes(payload_bytes: int) -> int:
+    """The size of an unmasked (server-to-client) WebSocket frame header (RFC 6455 §5.2)."""
+    if payload_bytes < 126:
+        return 2
+    if payload_bytes < 65_536:
+        return 4
+    return 10
