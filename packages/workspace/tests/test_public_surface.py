@@ -84,7 +84,7 @@ EXPECTED_SIGNATURES = {
     "MemoryWorkspace.__init__": (
         "(self, files: 'Mapping[str, str] | None' = None, *, "
         "commands: 'Mapping[str, CommandHandler] | None' = None, "
-        "clock: 'Callable[[], str]' = <function _utc_now>) -> 'None'"
+        "clock: 'Callable[[], str]' = <function utc_timestamp>) -> 'None'"
     ),
 }
 

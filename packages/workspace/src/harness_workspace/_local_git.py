@@ -70,7 +70,7 @@ from harness_workspace._local_errors import (
 from harness_workspace._local_process import FinishedProcess, ProcessLimits, run_process, scrubbed_environment
 
 # The same created_at form as MemoryWorkspace's snapshots: ISO 8601, microseconds, "Z".
-from harness_workspace._memory import _utc_now  # pyright: ignore[reportPrivateUsage]
+from harness_workspace._memory import utc_timestamp
 from harness_workspace._types import JsonValue, WorkspaceSnapshot
 
 __all__ = ["git_diff", "git_snapshot"]
@@ -152,7 +152,7 @@ async def git_snapshot(root_fd: int, *, limits: ProcessLimits) -> WorkspaceSnaps
         "tree": tree,
         "dirty": tree != base.strip(),
     }
-    return WorkspaceSnapshot(id=f"git-tree-{tree}", created_at=_utc_now(), metadata=metadata)
+    return WorkspaceSnapshot(id=f"git-tree-{tree}", created_at=utc_timestamp(), metadata=metadata)
 
 
 class _Git:

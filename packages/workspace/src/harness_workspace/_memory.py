@@ -28,7 +28,8 @@ CommandHandler = Callable[[CommandRequest], "CommandResult | Awaitable[CommandRe
 _ROOT_NAMES: Final = frozenset({"", ".", "/"})
 
 
-def _utc_now() -> str:
+def utc_timestamp() -> str:
+    """The current UTC time as ISO 8601 with microseconds and a `Z`, as snapshots carry it."""
     return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
@@ -53,7 +54,7 @@ class MemoryWorkspace:
         files: Mapping[str, str] | None = None,
         *,
         commands: Mapping[str, CommandHandler] | None = None,
-        clock: Callable[[], str] = _utc_now,
+        clock: Callable[[], str] = utc_timestamp,
     ) -> None:
         self._files: dict[str, str] = dict(files or {})
         self._baseline: dict[str, str] = dict(self._files)
