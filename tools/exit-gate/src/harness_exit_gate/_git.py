@@ -231,6 +231,11 @@ def local_base(git: Git, requested: str | None) -> str:
             raise GitCheckError("GIT_BASE_UNTRUSTED", f"base {requested!r} is not a ref")
         canonical = _canonical_mainish(git, requested)
         if canonical is None:
+            # A commit that exists but is named by an object id or an expression (main~0) is
+            # not a trusted ref; only a name that resolves to nothing is unavailable.
+            if git.optional("rev-parse", "--verify", "-q", f"{requested}^{{commit}}"):
+                message = f"base {requested!r} is a commit, not a mainish branch"
+                raise GitCheckError("GIT_BASE_UNTRUSTED", message)
             raise GitCheckError("GIT_BASE_UNAVAILABLE", f"base {requested!r} does not resolve to a ref")
         if not canonical:
             raise GitCheckError("GIT_BASE_UNTRUSTED", f"base {requested!r} is not a mainish branch")
@@ -239,7 +244,12 @@ def local_base(git: Git, requested: str | None) -> str:
         if git.optional("rev-parse", "--verify", "-q", f"refs/heads/{name}^{{commit}}"):
             return f"refs/heads/{name}"
     origin_head = git.optional("symbolic-ref", "-q", "refs/remotes/origin/HEAD")
-    if origin_head and origin_head.removeprefix("refs/remotes/origin/") in MAINISH:
+    if (
+        origin_head
+        and origin_head.removeprefix("refs/remotes/origin/") in MAINISH
+        and git.optional("rev-parse", "--verify", "-q", f"{origin_head}^{{commit}}")
+    ):
+        # Only a branch that exists: a dangling origin/HEAD falls through to the next rule.
         return origin_head
     for name in MAINISH:
         if git.optional("rev-parse", "--verify", "-q", f"refs/remotes/origin/{name}^{{commit}}"):
