@@ -50,6 +50,7 @@ import math
 import os
 import platform
 import resource
+import secrets
 import signal
 import socket
 import sqlite3
@@ -64,7 +65,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import trio
 from wsproto import ConnectionType, WSConnection
@@ -259,7 +260,9 @@ class RawSocket:
 
 
 @asynccontextmanager
-async def raw_websocket(port: int, *, receive_buffer: int | None = None) -> AsyncGenerator[RawSocket]:
+async def raw_websocket(
+    port: int, token: str, *, receive_buffer: int | None = None
+) -> AsyncGenerator[RawSocket]:
     sock = trio.socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if receive_buffer is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
@@ -267,7 +270,8 @@ async def raw_websocket(port: int, *, receive_buffer: int | None = None) -> Asyn
     stream = trio.SocketStream(sock)
     async with stream:
         handshake = WSConnection(ConnectionType.CLIENT)
-        await stream.send_all(handshake.send(Request(host="127.0.0.1", target="/acp")))
+        bearer = [(b"authorization", f"Bearer {token}".encode())]
+        await stream.send_all(handshake.send(Request(host="127.0.0.1", target="/acp", extra_headers=bearer)))
         accepted = False
         while not accepted:
             data = await stream.receive_some(65_536)
@@ -285,11 +289,27 @@ def masked_frame(opcode: int, payload: bytes) -> bytes:
     return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
 
 
+def url_token(url: str) -> str:
+    """The ``?token=`` of a URL this script built (every connection here authenticates)."""
+    return parse_qs(urlsplit(url).query)["token"][0]
+
+
 async def offend(port: int, url: str, kind: str) -> str:
     """Run one offending connection; its observed outcome (``close 1003``, ``HTTP 400``, ...)."""
     if kind == "bad handshake":
-        bad = b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"
+        bearer = f"Authorization: Bearer {url_token(url)}\r\n".encode()
+        bad = (
+            b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: upgrade\r\n"
+            + bearer
+            + b"\r\n"
+        )
         return f"HTTP {await http_status(port, bad)}"
+    if kind == "wrong token":
+        try:
+            async with connect(url, token="x" * 43):
+                return "accepted"
+        except HandshakeRejectedError as refused:
+            return f"HTTP {refused.status}"
     if kind == "slow request head":
         status = await http_status(port, b"GET /acp HTTP/1.1\r\nHost: x\r\n")
         return f"HTTP {status}"
@@ -306,7 +326,7 @@ async def offend(port: int, url: str, kind: str) -> str:
             else:
                 await client.send_fragments(["x"] * 1025)
             return f"close {await client.wait_closed()}"
-    async with raw_websocket(port) as raw:
+    async with raw_websocket(port, url_token(url)) as raw:
         if kind == "invalid UTF-8":
             await raw.send(masked_frame(0x1, b'{"a":"\xff\xfe"}'))
         else:  # half frame: two bytes of a frame header, then silence
@@ -322,6 +342,7 @@ EXPECTED_OUTCOMES: Final = {
     "oversized": "close 1009",
     "over-fragmented": "close 1009",
     "bad handshake": "HTTP 400",
+    "wrong token": "HTTP 403",
     "half frame": "close 1002",
     "slow request head": "HTTP 408",
 }
@@ -437,14 +458,15 @@ async def phase_mixed(
 ) -> dict[str, Any]:
     count = arguments.mixed_sessions
     print(f"mixed: {count} sessions alone, then with {arguments.offenders} of each offender", flush=True)
-    baseline = await run_level(handle.url, count, arguments.timeout)
+    url = f"{handle.url}?token={handle.token}"
+    baseline = await run_level(url, count, arguments.timeout)
     print_level("baseline", baseline)
     outcomes: dict[str, dict[str, int]] = {kind: {} for kind in EXPECTED_OUTCOMES}
 
     async def offender(kind: str) -> None:
         try:
             with trio.fail_after(45):
-                outcome = await offend(handle.port, handle.url, kind)
+                outcome = await offend(handle.port, url, kind)
         except (Exception, trio.TooSlowError) as error:
             outcome = f"{type(error).__name__}"
         outcomes[kind][outcome] = outcomes[kind].get(outcome, 0) + 1
@@ -455,7 +477,7 @@ async def phase_mixed(
             for _ in range(arguments.offenders):
                 for kind in EXPECTED_OUTCOMES:
                     nursery.start_soon(offender, kind)
-            mixed = await run_level(handle.url, count, arguments.timeout)
+            mixed = await run_level(url, count, arguments.timeout)
     assert mixed is not None
     print_level("mixed", mixed)
     for kind, expected in EXPECTED_OUTCOMES.items():
@@ -578,7 +600,7 @@ async def serve_stalled(db: Path, root: Path, trace: bool) -> None:
         )
         async with trio.open_nursery() as nursery:
             handle: ServerHandle = await nursery.start(serve, config)
-            print(f"agent-server: {handle.url}", flush=True)
+            print(f"agent-server: {handle.url}?token={handle.token}", flush=True)
             commands = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
             async with commands:
                 pending = b""
@@ -672,7 +694,7 @@ async def flood_client(port: int, reads: bool, ready: trio.Event, stall: Stall) 
     the server reports that its run saw the abort (the 1013 close), it reads again within the
     close grace and records the close code.
     """
-    async with raw_websocket(port, receive_buffer=None if reads else 4096) as raw:
+    async with raw_websocket(port, url_token(stall.url), receive_buffer=None if reads else 4096) as raw:
         await raw.send_request(1, "initialize", initialize_params())
         await raw.send_request(2, "session/new", {"workspace": "ws"})
         answers: list[JsonObject] = []
@@ -819,7 +841,7 @@ async def stall_pass(directory: Path, count: int, seconds: float, *, trace: bool
             reader.start_soon(read_reports, process.stdout, stall, replies_in)
             with trio.move_on_after(seconds) as scope:
                 fds_idle = open_fds(pid)
-                warm = Stall()
+                warm = Stall(url=stall.url)
                 warm.over.set()
                 async with trio.open_nursery() as clients:  # lazily created state joins the baseline
                     await start_clients(clients, port, True, warm, min(count, 4))
@@ -950,6 +972,10 @@ async def server_process(
     scenario = directory / "scenario.yaml"
     scenario.write_text(SCENARIO_SCRIPT)
     db = directory / f"{name}.sqlite"
+    token = secrets.token_urlsafe(32)
+    token_file = directory / f"{name}.token"
+    token_file.write_text(f"{token}\n")
+    token_file.chmod(0o600)
     command = [
         sys.executable,
         "-m",
@@ -965,6 +991,8 @@ async def server_process(
         str(scenario),
         "--tools",
         "echo",
+        "--token-file",
+        str(token_file),
     ]
     if stalled:
         command = [sys.executable, str(SCRIPT), "--serve-stalled", str(db), str(directory / "root")]
@@ -982,7 +1010,7 @@ async def server_process(
                     raise RuntimeError("the server exited before printing its URL")
                 line += chunk
         url = line.decode().strip().removeprefix("agent-server: ")
-        yield process, url, db
+        yield process, url if stalled else f"{url}?token={token}", db
     finally:
         if process.returncode is None:
             process.kill()
@@ -1178,10 +1206,11 @@ async def run(arguments: argparse.Namespace) -> dict[str, Any]:
         async with trio.open_nursery() as nursery:
             handle: ServerHandle = await nursery.start(serve, config)
             # Idle memory first, before the load levels leave freed heap behind for reuse.
-            report["idle"] = await phase_idle(handle.url, arguments.idle, arguments.timeout)
-            report["levels"] = await phase_levels(handle.url, arguments, verdicts)
+            url = f"{handle.url}?token={handle.token}"
+            report["idle"] = await phase_idle(url, arguments.idle, arguments.timeout)
+            report["levels"] = await phase_levels(url, arguments, verdicts)
             report["mixed"] = await phase_mixed(handle, arguments, verdicts)
-            report["tasks"] = await phase_task_cycles(handle.url, arguments.task_cycles, verdicts)
+            report["tasks"] = await phase_task_cycles(url, arguments.task_cycles, verdicts)
             await handle.aclose()
         phases = [
             ("stalled", lambda: phase_stalled(directory, arguments, verdicts)),

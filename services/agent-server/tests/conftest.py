@@ -132,7 +132,11 @@ async def raw_websocket(
     stream = trio.SocketStream(sock)
     async with stream:
         handshake = WSConnection(ConnectionType.CLIENT)
-        await stream.send_all(handshake.send(Request(host="127.0.0.1", target="/acp")))
+        assert handle.token is not None
+        authorization = [(b"authorization", f"Bearer {handle.token}".encode())]
+        await stream.send_all(
+            handshake.send(Request(host="127.0.0.1", target="/acp", extra_headers=authorization))
+        )
         accepted = False
         while not accepted:
             data = await stream.receive_some(65_536)

@@ -13,14 +13,14 @@ import trio
 
 from agent_server import ServerConfig, ServerHandle, serve
 from agent_server._cli import _parser, build_config, main  # pyright: ignore[reportPrivateUsage]
-from agent_server.client import AcpClientError, connect
+from agent_server.client import AcpClientError
 
 
 def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
     config = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path))
     with pytest.raises(ValueError, match="requires an auth token"):
         config.check_serving()
-    tokened = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path), auth_token="t")
+    tokened = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path), auth_token="t" * 32)
     with pytest.raises(ValueError, match="requires allow_plaintext_remote"):
         tokened.check_serving()
     with pytest.raises(ValueError, match="positive"):
@@ -112,9 +112,10 @@ def test_serve_refuses_invalid_flags_with_exit_2(
 
 def test_remote_host_is_allowed_with_token_and_plaintext_opt_in(tmp_path: Path) -> None:
     arguments = _parser().parse_args(["serve", "--host", "0.0.0.0", "--workspace-root", str(tmp_path)])
-    environ = {"HARNESS_AGENT_TOKEN": " t0k ", "HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": "true"}
+    token = "0123456789abcdef" * 2
+    environ = {"HARNESS_AGENT_TOKEN": f" {token} ", "HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": "true"}
     config = build_config(arguments, environ)
-    assert (config.auth_token, config.allow_plaintext_remote) == ("t0k", True)
+    assert (config.auth_token, config.allow_plaintext_remote) == (token, True)
     assert config.port == 8765
     moved = build_config(arguments, {**environ, "HARNESS_AGENT_PORT": "9001"})
     assert moved.port == 9001
@@ -129,14 +130,14 @@ async def test_scenario_and_tools_flags_configure_the_model_and_catalogue(tmp_pa
     refusing = build_config(_parser().parse_args([*argv, "--tools", "echo,read_file"]), {})
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
             result, _ = await client.prompt(session_id, "hi")
             assert result["finalText"] == "scripted hello"
         await handle.aclose()
         handle = await nursery.start(serve, refusing)
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             with pytest.raises(AcpClientError, match='tool "read_file"'):
                 await client.request("session/new", {"workspace": "ws"})
@@ -159,7 +160,7 @@ async def test_workspace_adapter_flag_or_variable_admits_read_file(tmp_path: Pat
     assert config.workspace_adapter == "local"
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
             result, notes = await client.prompt(session_id, "read")
@@ -174,6 +175,7 @@ async def test_workspace_adapter_flag_or_variable_admits_read_file(tmp_path: Pat
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
 def test_serve_exits_zero_on_sigint_and_sigterm(signal_number: int, tmp_path: Path) -> None:
     environ = {key: value for key, value in os.environ.items() if not key.startswith("HARNESS_")}
+    environ["XDG_STATE_HOME"] = str(tmp_path / "state")  # the default token file goes there
     with subprocess.Popen(
         [sys.executable, "-m", "agent_server", "serve", "--port", "0", "--no-db"],
         cwd=tmp_path,

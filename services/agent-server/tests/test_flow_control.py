@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import trio
 from wsproto.events import CloseConnection, Ping, Pong, TextMessage
 
-from agent_server.client import AcpClient, connect, initialize_params
+from agent_server.client import AcpClient, initialize_params
 from harness_kernel.events import create_event
 from harness_kernel.legacy import RunCanceledError, RunOptions, RunResult
 from harness_kernel.models import Usage
@@ -69,10 +69,10 @@ async def test_a_restore_page_larger_than_the_outbound_cap_reaches_a_client_that
 ) -> None:
     options = {"run": BurstRun(), "max_message_bytes": SMALL_MESSAGES}
     async with running(**options) as handle:
-        async with connect(handle.url) as writer:
+        async with handle.connect() as writer:
             session_id, streamed = await _burst_session(writer)
         assert _deltas(streamed) == list(range(BURST_EVENTS))
-        async with connect(handle.url) as reader:
+        async with handle.connect() as reader:
             await reader.initialize()
             params = {"sessionId": session_id, "afterSeq": -1, "limit": 1000}
             replay = await reader.request("session/restore", params)
@@ -90,7 +90,7 @@ async def test_a_burst_of_events_without_a_store_reaches_a_client_that_reads_nor
     running: ServerFactory,
 ) -> None:
     options = {"run": BurstRun(), "max_message_bytes": SMALL_MESSAGES, "db_path": None, "persistence": False}
-    async with running(**options) as handle, connect(handle.url) as client:
+    async with running(**options) as handle, handle.connect() as client:
         _, streamed = await _burst_session(client)
         assert [note["seq"] for note in streamed] == list(range(BURST_EVENTS))
         assert _deltas(streamed) == list(range(BURST_EVENTS))
@@ -105,7 +105,7 @@ async def test_a_client_that_stops_reading_a_restore_page_is_closed_with_1013_an
     run = BurstRun()
     options = {"db_path": None, "session_store": store, "run": run, "max_message_bytes": SMALL_MESSAGES}
     async with store, running(**options) as handle:
-        async with connect(handle.url) as writer:
+        async with handle.connect() as writer:
             session_id, streamed = await _burst_session(writer)
         async with running.raw_websocket(handle, receive_buffer=4096) as raw:
             await raw.send_request(1, "initialize", initialize_params())
@@ -136,7 +136,7 @@ async def test_a_client_that_stops_reading_a_restore_page_is_closed_with_1013_an
         assert all(message.get("id") != 4 for message in received)
 
         # Every committed event stays readable from another connection.
-        async with connect(handle.url) as fresh:
+        async with handle.connect() as fresh:
             await fresh.initialize()
             replayed = await running.replay_all(fresh, session_id, page=1000)
         assert replayed == streamed
@@ -147,7 +147,7 @@ async def test_a_ping_during_a_restore_page_at_the_outbound_cap_is_answered_with
 ) -> None:
     options = {"run": BurstRun(), "max_message_bytes": SMALL_MESSAGES}
     async with running(**options) as handle:
-        async with connect(handle.url) as writer:
+        async with handle.connect() as writer:
             session_id, streamed = await _burst_session(writer)
         async with running.raw_websocket(handle) as raw:
             await raw.send_request(1, "initialize", initialize_params())

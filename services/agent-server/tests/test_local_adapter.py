@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from agent_server import ToolProviderContext
-from agent_server.client import AcpClient, AcpClientError, JsonObject, connect, initialize_params
+from agent_server.client import AcpClient, AcpClientError, JsonObject, initialize_params
 from harness_kernel.legacy import RunOptions, RunResult, run_agent
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 from harness_kernel.store import SqliteSessionStore
@@ -104,7 +104,7 @@ async def test_read_file_reads_a_real_file_and_escapes_get_the_adapter_error_cod
     (running.workspace / "link.txt").symlink_to(secret)
     model = reading("notes/hello.txt", "../outside.txt", str(secret), "link.txt")
     options: dict[str, Any] = {"models": {"fake-model/v1": model}, "tools": read_tools}
-    async with running(workspace_adapter="local", **options) as handle, connect(handle.url) as client:
+    async with running(workspace_adapter="local", **options) as handle, handle.connect() as client:
         await client.initialize()
         result, notes = await client.prompt(await new_session(client), "read")
     assert result["status"] == "completed"
@@ -131,7 +131,7 @@ async def test_a_workspace_tool_rooted_elsewhere_is_refused_at_session_new(
     def tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
         return [create_read_file_tool(roots[chosen[-1]])]
 
-    async with running(workspace_adapter="local", tools=tools) as handle, connect(handle.url) as client:
+    async with running(workspace_adapter="local", tools=tools) as handle, handle.connect() as client:
         await client.initialize()
         expected = {
             "other": "workspace boundary does not match this session",
@@ -154,13 +154,13 @@ async def test_a_workspace_tool_rooted_elsewhere_is_refused_at_session_new(
 
 async def test_without_the_opt_in_workspace_tools_keep_the_exact_m8_refusal(running: ServerFactory) -> None:
     run = CapturingRun()
-    async with running(tools=read_tools, run=run) as handle, connect(handle.url) as client:
+    async with running(tools=read_tools, run=run) as handle, handle.connect() as client:
         await client.initialize()
         with pytest.raises(AcpClientError) as refused:
             await new_session(client)
         assert (refused.value.code, refused.value.message) == (-32602, M8_REFUSAL)
         assert descriptors_on(running.workspace) == 0
-    async with running(run=run) as handle, connect(handle.url) as client:
+    async with running(run=run) as handle, handle.connect() as client:
         await client.initialize()
         result, _ = await client.prompt(await new_session(client), "go")
         assert result["status"] == "completed"
@@ -174,7 +174,7 @@ async def test_each_session_gets_its_own_adapter_disposed_when_it_completes(runn
     options: dict[str, Any] = {"models": {"fake-model/v1": reading("a.txt")}, "tools": read_tools}
     async with (
         running(workspace_adapter="local", run=run, **options) as handle,
-        connect(handle.url) as client,
+        handle.connect() as client,
     ):
         await client.initialize()
         first, second = await new_session(client), await new_session(client)
@@ -199,7 +199,7 @@ async def test_the_adapter_is_disposed_when_the_run_fails(running: ServerFactory
     run = CapturingRun(explode)
     async with (
         running(workspace_adapter="local", tools=read_tools, run=run) as handle,
-        connect(handle.url) as client,
+        handle.connect() as client,
     ):
         await client.initialize()
         session_id = await new_session(client)
@@ -217,7 +217,7 @@ async def test_the_adapter_is_disposed_when_a_running_session_is_canceled(runnin
     options: dict[str, Any] = {"models": {"fake-model/v1": reading("a.txt")}, "tools": read_tools}
     async with (
         running(workspace_adapter="local", run=run, **options) as handle,
-        connect(handle.url) as client,
+        handle.connect() as client,
     ):
         await client.initialize()
         session_id = await new_session(client)
@@ -245,7 +245,7 @@ async def test_an_unprompted_session_releases_its_adapter_when_canceled_or_idle(
 ) -> None:
     async with (
         running(workspace_adapter="local", tools=read_tools) as handle,
-        connect(handle.url) as client,
+        handle.connect() as client,
     ):
         await client.initialize()
         session_id = await new_session(client)
@@ -258,7 +258,7 @@ async def test_an_unprompted_session_releases_its_adapter_when_canceled_or_idle(
     async with (
         store,
         running(workspace_adapter="local", tools=read_tools, **options) as handle,
-        connect(handle.url) as client,
+        handle.connect() as client,
     ):
         await client.initialize()
         session_id = await new_session(client)
@@ -331,7 +331,7 @@ async def test_a_failed_row_creation_disposes_the_adapter_it_opened(
     async with (
         store,
         running(workspace_adapter="local", **options) as handle,
-        connect(handle.url) as client,
+        handle.connect() as client,
     ):
         await client.initialize()
         with pytest.raises(AcpClientError) as failed:

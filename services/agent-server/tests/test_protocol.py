@@ -12,7 +12,7 @@ import trio
 
 import agent_server
 from agent_server import ToolProviderContext
-from agent_server.client import AcpClientError, JsonObject, connect, initialize_params
+from agent_server.client import AcpClientError, JsonObject, initialize_params
 from harness_kernel.models import FakeModel
 from harness_tools import (
     SandboxBoundary,
@@ -52,7 +52,7 @@ def _init() -> JsonObject:
 
 
 async def test_malformed_frames_get_their_json_rpc_errors(running: ServerFactory) -> None:
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         await client.send_text("{not json")
         assert (await client.strays.receive())["error"]["code"] == -32700
         await client.send_text('{"jsonrpc":"2.0","id":1,"id":2,"method":"initialize"}')
@@ -85,7 +85,7 @@ async def test_malformed_frames_get_their_json_rpc_errors(running: ServerFactory
 
 
 async def test_initialize_requires_streaming_and_permissioning(running: ServerFactory) -> None:
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         params = {**initialize_params(), "capabilities": {"streaming": True}}
         with pytest.raises(AcpClientError) as refused:
             await client.request("initialize", params)
@@ -95,7 +95,7 @@ async def test_initialize_requires_streaming_and_permissioning(running: ServerFa
 
 
 async def test_concurrent_prompts_on_one_session_run_it_once(running: ServerFactory) -> None:
-    async with running(models={"fake-model/v1": FakeModel}) as handle, connect(handle.url) as client:
+    async with running(models={"fake-model/v1": FakeModel}) as handle, handle.connect() as client:
         await client.initialize()
         session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
         outcomes: list[str] = []
@@ -114,7 +114,7 @@ async def test_concurrent_prompts_on_one_session_run_it_once(running: ServerFact
 
 
 async def test_permission_answers_for_unknown_ids_are_refused(running: ServerFactory) -> None:
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         await client.initialize()
         session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
         answer = {"sessionId": session_id, "permissionId": "perm-nope", "decision": "allow"}
@@ -130,7 +130,7 @@ async def test_permission_answers_for_unknown_ids_are_refused(running: ServerFac
 
 async def test_session_new_after_the_connection_limit_is_refused_with_32012(running: ServerFactory) -> None:
     async with running(max_sessions_per_connection=2) as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             first = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
             await client.request("session/new", {"workspace": "ws"})
@@ -139,7 +139,7 @@ async def test_session_new_after_the_connection_limit_is_refused_with_32012(runn
             with pytest.raises(AcpClientError) as limit:
                 await client.request("session/new", {"workspace": "ws"})
             assert (limit.value.code, limit.value.data_code) == (-32012, "ACP_SESSION_LIMIT")
-        async with connect(handle.url) as fresh:
+        async with handle.connect() as fresh:
             await fresh.initialize()
             assert (await fresh.request("session/new", {"workspace": "ws"}))["sessionId"]
 
@@ -148,7 +148,7 @@ async def test_session_new_refuses_workspaces_outside_the_root_and_unknown_model
     running: ServerFactory,
 ) -> None:
     (running.root / "file.txt").write_text("not a directory")
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         await client.initialize()
         for params in (
             {"workspace": "../"},
@@ -188,7 +188,7 @@ async def test_task_id_loads_the_workspace_manifest(running: ServerFactory) -> N
     (tasks / "wrong-id.yaml").write_text(_manifest("other-task"))
     (tasks / "broken.yaml").write_text("id: [unclosed\n")
     (tasks / "linked.yaml").symlink_to(tasks / "good-task.yaml")
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         await client.initialize()
         created = await client.request("session/new", {"workspace": "ws", "taskId": "good-task"})
         assert created["sessionId"]
@@ -205,7 +205,7 @@ async def test_workspace_tool_is_refused_at_session_new(running: ServerFactory) 
     def tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
         return [create_echo_tool(), create_read_file_tool(context.workspace)]
 
-    async with running(tools=tools) as handle, connect(handle.url) as client:
+    async with running(tools=tools) as handle, handle.connect() as client:
         await client.initialize()
         with pytest.raises(AcpClientError) as refused:
             await client.request("session/new", {"workspace": "ws"})
@@ -254,7 +254,7 @@ async def test_admission_reads_each_tool_boundary(running: ServerFactory, tmp_pa
         chosen.append(offer)
         return await client.request("session/new", {"workspace": "ws"})
 
-    async with running(tools=tools) as handle, connect(handle.url) as client:
+    async with running(tools=tools) as handle, handle.connect() as client:
         await client.initialize()
         assert (await session_new("same"))["sessionId"]
         expected = {

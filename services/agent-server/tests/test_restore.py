@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agent_server.client import AcpClientError, connect
+from agent_server.client import AcpClientError
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
@@ -24,14 +24,14 @@ async def test_restore_marks_an_abandoned_session_interrupted(running: ServerFac
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "s.sqlite", now=clock)
     async with store, running(db_path=None, session_store=store, now=clock) as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
             with pytest.raises(AcpClientError) as live:
                 await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
             assert live.value.code == -32013
         # The created session was canceled at disconnect and its row closed without events.
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             replay = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
             assert replay["status"] == "completed"
@@ -50,12 +50,13 @@ async def test_restore_marks_an_abandoned_session_interrupted(running: ServerFac
                 "workspace": str((tmp_path / "root" / "ws").resolve()),
                 "modelName": "fake-model/v1",
                 "ownerId": "connection-gone",
+                "principal": "default",
                 "leaseExpiresAt": "2026-01-01T00:00:01.000Z",
             },
         )
         assert created.status == "active"
         ticks[0] = 60
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.initialize()
             replay = await client.request("session/restore", {"sessionId": "sess-orphan", "afterSeq": -1})
             assert replay["status"] == "interrupted"

@@ -14,7 +14,6 @@ from agent_server.client import (
     AcpClientError,
     ConnectionClosedError,
     JsonObject,
-    connect,
     initialize_params,
 )
 from harness_kernel.events import create_event
@@ -38,7 +37,7 @@ async def _next_event(client: AcpClient, event_type: str) -> JsonObject:
 
 
 async def test_session_with_a_tool_call_streams_stored_events_in_order(running: ServerFactory) -> None:
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         hello = await client.initialize()
         assert hello["capabilities"] == {"streaming": True, "permissioning": True, "sessions": True}
         assert hello["models"] == ["fake-model/v1"]
@@ -76,7 +75,7 @@ async def test_session_with_a_tool_call_streams_stored_events_in_order(running: 
 
 
 async def test_without_a_store_seq_counts_from_zero_and_restore_is_refused(running: ServerFactory) -> None:
-    async with running(db_path=None, persistence=False) as handle, connect(handle.url) as client:
+    async with running(db_path=None, persistence=False) as handle, handle.connect() as client:
         hello = await client.initialize()
         assert hello["capabilities"]["sessions"] is False
         session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
@@ -106,7 +105,7 @@ async def test_a_store_failing_mid_run_answers_internal_error_and_keeps_the_row_
     (tmp_path / "state").mkdir()
     store = FailingStore(tmp_path / "state" / "failing.sqlite")
     async with store, running(db_path=None, session_store=store) as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             session_id = await _new_session(client)
             with pytest.raises(AcpClientError) as failed:
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
@@ -131,7 +130,7 @@ async def test_a_failed_lease_refresh_aborts_the_run_as_a_persistence_failure(
     (tmp_path / "state").mkdir()
     store = LeaseFailingStore(tmp_path / "state" / "lease.sqlite")
     async with store, running(db_path=None, session_store=store, session_lease_ms=1000) as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             session_id = await _new_session(client)
             # The run waits for an operator answer that never comes; the refresh fails meanwhile.
             with pytest.raises(AcpClientError) as failed:
@@ -141,7 +140,7 @@ async def test_a_failed_lease_refresh_aborts_the_run_as_a_persistence_failure(
 
 
 async def test_an_unprompted_session_is_canceled_by_the_idle_timer(running: ServerFactory) -> None:
-    async with running(created_session_timeout_ms=20) as handle, connect(handle.url) as client:
+    async with running(created_session_timeout_ms=20) as handle, handle.connect() as client:
         session_id = await _new_session(client)
         await trio.sleep(0.2)
         assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": False}
@@ -152,7 +151,7 @@ async def test_an_unprompted_session_is_canceled_by_the_idle_timer(running: Serv
 
 
 async def test_an_unanswered_permission_times_out_as_a_denial(running: ServerFactory) -> None:
-    async with running(permission_timeout_ms=50) as handle, connect(handle.url) as client:
+    async with running(permission_timeout_ms=50) as handle, handle.connect() as client:
         session_id = await _new_session(client)
         result = await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
         assert result["status"] == "completed"
@@ -170,7 +169,7 @@ async def test_an_unanswered_permission_times_out_as_a_denial(running: ServerFac
 
 
 async def test_cancel_denies_the_pending_permission_and_ends_the_run(running: ServerFactory) -> None:
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         session_id = await _new_session(client)
         outcome: list[AcpClientError] = []
 
@@ -197,7 +196,7 @@ async def test_shutdown_closes_with_1001_and_sends_no_response_after_disconnect(
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "shutdown.sqlite")
     async with store, running(db_path=None, session_store=store) as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             session_id = await _new_session(client)
             failures: list[BaseException] = []
 
@@ -226,7 +225,7 @@ async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_con
 ) -> None:
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "vanish.sqlite")
-    async with store, running(db_path=None, session_store=store) as handle, connect(handle.url) as other:
+    async with store, running(db_path=None, session_store=store) as handle, handle.connect() as other:
         other_id = await _new_session(other)
         outcome: list[JsonObject] = []
 
@@ -255,7 +254,7 @@ async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_con
         other_notes = [other_requested, *other.drain_notifications()]
         assert [n["params"]["seq"] for n in other_notes] == list(range(6, 6 + len(other_notes)))
 
-        async with connect(handle.url) as fresh:
+        async with handle.connect() as fresh:
             await fresh.initialize()
             replayed = await running.replay_all(fresh, vanished_id)
         stored = await store.read(vanished_id, limit=1000)
@@ -311,7 +310,7 @@ async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_r
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "redaction.sqlite")
     async with store, running(db_path=None, session_store=store, run=run) as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             session_id = await _new_session(client)
             with pytest.raises(AcpClientError) as failed:
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})

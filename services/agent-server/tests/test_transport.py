@@ -40,7 +40,12 @@ async def test_health_routes_answer_plain_http(running: ServerFactory) -> None:
         assert _body(live) == {"service": "agent-server", "live": True}
         missing = await running.http_exchange(handle.port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
         assert _body(missing) == {"error": {"code": "NOT_FOUND", "message": "not found"}}
-        plain = await running.http_exchange(handle.port, b"GET /acp HTTP/1.1\r\nHost: x\r\n\r\n")
+        anonymous = await running.http_exchange(handle.port, b"GET /acp HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _status(anonymous) == 403
+        bearer = f"Authorization: Bearer {handle.token}\r\n".encode()
+        plain = await running.http_exchange(
+            handle.port, b"GET /acp HTTP/1.1\r\nHost: x\r\n" + bearer + b"\r\n"
+        )
         assert _status(plain) == 400
         assert b"connection: close" in plain.lower()
 
@@ -75,10 +80,10 @@ async def test_a_slow_request_head_gets_408(
 
 
 async def test_upgrades_beyond_max_connections_get_503(running: ServerFactory) -> None:
-    async with running(max_connections=1) as handle, connect(handle.url) as first:
+    async with running(max_connections=1) as handle, handle.connect() as first:
         await first.initialize()
         with pytest.raises(HandshakeRejectedError) as refused:
-            async with connect(handle.url):
+            async with handle.connect():
                 pass
         assert refused.value.status == 503
 
@@ -101,41 +106,44 @@ async def test_readiness_checks_the_path_and_caches_the_answer_for_a_second(
 
 
 async def test_origin_and_token_are_checked_before_upgrade(running: ServerFactory) -> None:
-    async with running(auth_token="s3cret", allowed_origins=("https://ok.example",)) as handle:
+    secret = "s3cret-" + "0123456789abcdef" * 2
+    async with running(auth_token=secret, allowed_origins=("https://ok.example",)) as handle:
         with pytest.raises(HandshakeRejectedError) as no_token:
             async with connect(handle.url):
                 pass
         assert no_token.value.status == 403
         with pytest.raises(HandshakeRejectedError) as wrong_token:
-            async with connect(handle.url, token="s3cre"):
+            async with handle.connect(token=secret[:-1]):
                 pass
         assert wrong_token.value.status == 403
         with pytest.raises(HandshakeRejectedError) as wrong_origin:
-            async with connect(handle.url, token="s3cret", origin="https://evil.example"):
+            async with handle.connect(token=secret, origin="https://evil.example"):
                 pass
         assert wrong_origin.value.status == 403
-        async with connect(handle.url, token="s3cret", origin="https://ok.example") as client:
+        async with handle.connect(token=secret, origin="https://ok.example") as client:
+            assert (await client.initialize())["protocolVersion"] == "harness/acp/1"
+        async with connect(handle.url, token=secret, token_in_query=True) as client:
             assert (await client.initialize())["protocolVersion"] == "harness/acp/1"
 
 
 async def test_binary_message_closes_with_1003(running: ServerFactory) -> None:
-    async with running() as handle, connect(handle.url) as client:
+    async with running() as handle, handle.connect() as client:
         await client.send_binary(b"\x00\x01")
         assert await client.wait_closed() == 1003
 
 
 async def test_oversized_message_closes_with_1009(running: ServerFactory) -> None:
-    async with running(max_message_bytes=1024) as handle, connect(handle.url) as client:
+    async with running(max_message_bytes=1024) as handle, handle.connect() as client:
         await client.send_text("x" * 2048)
         assert await client.wait_closed() == 1009
 
 
 async def test_a_message_of_more_than_1024_fragments_closes_with_1009(running: ServerFactory) -> None:
     async with running() as handle:
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.send_fragments(["x"] * 1024)
             assert (await client.strays.receive())["error"]["code"] == -32700
-        async with connect(handle.url) as client:
+        async with handle.connect() as client:
             await client.send_fragments(["x"] * 1025)
             assert await client.wait_closed() == 1009
 
@@ -170,7 +178,7 @@ async def test_a_connection_that_fails_during_setup_closes_with_1011(running: Se
             raise RuntimeError("id source failed")
         return f"{prefix}-1"
 
-    async with running(new_id=new_id) as handle, connect(handle.url) as client:
+    async with running(new_id=new_id) as handle, handle.connect() as client:
         assert await client.wait_closed() == 1011
         reply = await running.http_exchange(handle.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert _status(reply) == 200
@@ -240,7 +248,7 @@ async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_st
 
         await running.wait_for_closed_row(store, session_id)
         assert await store.size(session_id) == flood.emitted
-        async with connect(handle.url) as fresh:
+        async with handle.connect() as fresh:
             await fresh.initialize()
             replayed = await running.replay_all(fresh, session_id, page=8)
         assert [note["seq"] for note in replayed] == list(range(flood.emitted))

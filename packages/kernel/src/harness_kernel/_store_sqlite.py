@@ -76,8 +76,8 @@ def _aware(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
-def _lease_expiry(value: object) -> datetime | None:
-    """The time a ``leaseExpiresAt`` value names, or ``None`` if it is not an ISO timestamp with an offset."""
+def _offset_time(value: object) -> datetime | None:
+    """The time an ISO 8601 timestamp with an offset names (a lease expiry, ``closed_at``), else ``None``."""
     if type(value) is not str:
         return None
     try:
@@ -107,7 +107,7 @@ def _closed(record: SessionRecord) -> SessionStoreError:
 
 
 def _check_ownership(record: SessionRecord, owner_id: str, now: datetime) -> None:
-    expiry = _lease_expiry(record.metadata.get("leaseExpiresAt"))
+    expiry = _offset_time(record.metadata.get("leaseExpiresAt"))
     if record.metadata.get("ownerId") != owner_id or expiry is None or not expiry > now:
         raise SessionStoreError(
             SESS_OWNERSHIP_LOST,
@@ -256,6 +256,11 @@ class SqliteSessionStore:
         self._connection: sqlite3.Connection | None = None
         self._closed = False
 
+    @property
+    def path(self) -> str | PurePath:
+        """The database file, as given."""
+        return self._path
+
     # ------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
@@ -380,6 +385,52 @@ class SqliteSessionStore:
             )
 
         return await self._read(work)
+
+    async def delete_closed(self, *, closed_before: datetime, limit: int = 100) -> tuple[str, ...]:
+        """Delete up to ``limit`` closed or archived sessions closed before ``closed_before``.
+
+        The retention step of a long-running server: each session goes with its events and
+        checkpoint, all in one transaction, so a session is either wholly kept or wholly gone.
+        Active sessions are never touched, nor is a session whose ``closed_at`` does not
+        parse as an ISO 8601 time. SQLite reuses the freed pages, so a store under a retention
+        policy stops growing (the file does not shrink; ``VACUUM`` would rewrite it whole).
+        Audit readers see a gap in ``global_seq`` where deleted events were.
+
+        Args:
+            closed_before: The cutoff (a naive time is taken as UTC).
+            limit: At most this many sessions in one call (1 to 1000).
+
+        Returns:
+            The ids of the deleted sessions, oldest first.
+
+        Raises:
+            SessionStoreError: ``SESS_INVALID_CURSOR`` for a bad limit; ``SESS_INVALID_RECORD``
+                when ``closed_before`` is not a ``datetime``.
+        """
+        if not isinstance(closed_before, datetime):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise SessionStoreError(SESS_INVALID_RECORD, "closed_before must be a datetime")
+        cutoff = _aware(closed_before)
+        count = check_limit(limit)
+
+        def work(connection: sqlite3.Connection) -> tuple[str, ...]:
+            # Canonical timestamps sort as text, which pre-selects; each one is then parsed,
+            # so a foreign format is judged by its time or kept, never deleted by its spelling.
+            rows = connection.execute(
+                "SELECT session_id, closed_at FROM sessions WHERE status != 'active'"
+                " AND closed_at IS NOT NULL AND closed_at < ? ORDER BY closed_at LIMIT ?",
+                (format_time(cutoff), count),
+            ).fetchall()
+            doomed = tuple(
+                str(session_id)
+                for session_id, closed_at in rows
+                if (moment := _offset_time(closed_at)) is not None and moment < cutoff
+            )
+            for session_id in doomed:
+                connection.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+                connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+            return doomed
+
+        return await self._write(work)
 
     # ------------------------------------------------------------ events
 
@@ -745,7 +796,7 @@ class SqliteSessionStore:
             if expected is not None and record.metadata != expected:
                 raise SessionStoreError(SESS_RECOVERY_CONFLICT, f'metadata of session "{sid}" has changed')
             owner = record.metadata.get("ownerId")
-            expiry = _lease_expiry(record.metadata.get("leaseExpiresAt"))
+            expiry = _offset_time(record.metadata.get("leaseExpiresAt"))
             if type(owner) is not str or not owner or expiry is None or expiry > moment:
                 raise SessionStoreError(
                     SESS_RECOVERY_CONFLICT, f'session "{sid}" has no expired owner lease to recover'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -11,13 +12,14 @@ from typing import Final, NoReturn
 
 import trio
 
+from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
 from agent_server._catalogue import catalogue_provider
 from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ServerConfig
 from agent_server._environment import read_environment, refuse_unsupported
 from agent_server._scenario import ScenarioModelFactory, read_script
-from agent_server._server import ServerHandle, serve
+from agent_server._server import ServerHandle, default_token_path, serve
 
-__all__ = ["build_config", "main"]
+__all__ = ["build_config", "main", "with_default_tokens"]
 
 _DEFAULT_PORT: Final = 8765
 
@@ -40,6 +42,12 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _non_negative(text: str) -> int:
+    if not text.isascii() or not text.isdigit():
+        raise argparse.ArgumentTypeError("must be a non-negative integer")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="agent-server", description="The harness/acp/1 agent server.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -50,11 +58,29 @@ def _parser() -> argparse.ArgumentParser:
     storage = run.add_mutually_exclusive_group()
     storage.add_argument("--db", default=None, help="the SQLite store file")
     storage.add_argument("--no-db", action="store_true", help="run without persistence")
-    run.add_argument("--token-env", default="HARNESS_AGENT_TOKEN")
+    run.add_argument(
+        "--token-file",
+        default=None,
+        help="tokens, one per line (TOKEN or PRINCIPAL TOKEN), in a file only its owner can read;"
+        " default: a token file created beside the default store",
+    )
+    run.add_argument(
+        "--token-env",
+        default="HARNESS_AGENT_TOKEN",
+        help="a variable holding one token (every process of this user can read it; prefer --token-file)",
+    )
     run.add_argument("--allow-plaintext-remote", action="store_true")
     run.add_argument("--allow-origin", action="append", default=[])
     run.add_argument("--max-message-bytes", type=_positive, default=1024 * 1024)
     run.add_argument("--readiness-path", default=None)
+    run.add_argument("--max-sessions", type=_positive, default=256, help="live sessions, server-wide")
+    run.add_argument("--max-run-seconds", type=_positive, default=1800, help="wall time of one prompt's run")
+    run.add_argument(
+        "--retention-days",
+        type=_non_negative,
+        default=30,
+        help="delete sessions closed longer ago than this (0 keeps them forever)",
+    )
     run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
     run.add_argument("--tools", default="echo", help="comma-separated: echo, read_file")
     run.add_argument(
@@ -64,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         help="opt in to host-filesystem tools: one LocalWorkspace per session under its workspace",
     )
     commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
+    commands.add_parser("token", help="print a fresh 256-bit token, for a token file")
     return parser
 
 
@@ -99,17 +126,23 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     options: dict[str, object] = {}
     if models is not None:
         options["models"] = models
+    if arguments.token_file is not None:
+        options["auth_tokens"] = read_token_file(arguments.token_file)
+    elif environment.token is not None:
+        options["auth_token"] = environment.token
     config = ServerConfig(
         host=arguments.host,
         port=port,
         workspace_root=root,
         db_path=arguments.db,
         persistence=not arguments.no_db,
-        auth_token=environment.token,
         allow_plaintext_remote=allow_remote,
         allowed_origins=tuple(arguments.allow_origin),
         max_message_bytes=arguments.max_message_bytes,
         readiness_path=readiness,
+        max_sessions=arguments.max_sessions,
+        max_run_ms=arguments.max_run_seconds * 1000,
+        retention_days=arguments.retention_days or None,
         workspace_adapter=adapter,
         tools=tools,
         **options,  # pyright: ignore[reportArgumentType]
@@ -118,11 +151,36 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     return config
 
 
-async def _serve_until_signal(config: ServerConfig) -> None:
+def with_default_tokens(config: ServerConfig, arguments: argparse.Namespace) -> tuple[ServerConfig, str]:
+    """``config`` with its tokens, and a line saying where clients find them.
+
+    Without ``--token-file`` or the token variable, the tokens come from the default token
+    file beside the default store, created with a fresh token on first use.
+
+    Raises:
+        ValueError: the default token file cannot be created, or is not private.
+    """
+    if arguments.token_file is not None:
+        return config, f"tokens from {arguments.token_file}"
+    if config.auth_token is not None:
+        return config, (
+            f"token from ${arguments.token_env} (readable by every process of this user through"
+            " /proc/<pid>/environ; prefer --token-file)"
+        )
+    path = default_token_path(config.workspace_root)
+    tokens, created = ensure_token_file(path)
+    if DEFAULT_PRINCIPAL not in tokens:
+        raise ValueError(f'token file {path} has no token for principal "{DEFAULT_PRINCIPAL}"')
+    config = dataclasses.replace(config, auth_tokens=tokens)
+    return config, f"token file {path}" + (" (created now)" if created else "")
+
+
+async def _serve_until_signal(config: ServerConfig, token_note: str) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             handle: ServerHandle = await nursery.start(serve, config)
             print(f"agent-server: {handle.url}", flush=True)
+            print(f"agent-server: {token_note}", flush=True)
             async for _ in signals:
                 await handle.aclose()
                 break
@@ -131,13 +189,17 @@ async def _serve_until_signal(config: ServerConfig) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit status."""
     arguments = _parser().parse_args(argv)
+    if arguments.command == "token":
+        print(generate_token())
+        return 0
     environ = dict(os.environ)
     config: ServerConfig | None = None
+    token_note = ""
     try:
         if arguments.command == "demo":
             refuse_unsupported(environ)
         else:
-            config = build_config(arguments, environ)
+            config, token_note = with_default_tokens(build_config(arguments, environ), arguments)
     except ValueError as error:
         print(f"agent-server: error: {error}", file=sys.stderr)
         return 2
@@ -147,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return trio.run(run_demo)
     status = 0
     try:
-        trio.run(_serve_until_signal, config)
+        trio.run(_serve_until_signal, config, token_note)
     except* (ValueError, OSError) as group:
         for error in group.exceptions:
             print(f"agent-server: error: {error}", file=sys.stderr)

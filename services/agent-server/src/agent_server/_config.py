@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
+from agent_server._auth import DEFAULT_PRINCIPAL, check_principal, check_token
 from agent_server._errors import invalid_params
 from agent_server._protocol import utf8_size
 from harness_kernel.legacy import RunOptions, RunResult, run_agent
@@ -122,6 +123,11 @@ class ServerConfig:
     The loopback, token and model-advertisement rules and the workspace root are checked
     by ``serve`` before it binds.
 
+    Authentication is never off: ``auth_token`` (one token, principal ``"default"``) or
+    ``auth_tokens`` (principal name → token) give the accepted tokens; with neither, ``serve``
+    generates a 256-bit token at start-up and hands it out on :class:`ServerHandle`. Sessions
+    are bound to the principal that created them.
+
     ``workspace_adapter="local"`` is the explicit opt-in to host-filesystem tools: each
     session gets its own ``harness_workspace.local.LocalWorkspace`` over its workspace,
     workspace-read tools rooted there are admitted, and the adapter is disposed when the
@@ -139,12 +145,18 @@ class ServerConfig:
     persistence: bool = True
     session_store: SqliteSessionStore | None = None
     auth_token: str | None = None
+    auth_tokens: Mapping[str, str] | None = None
     allow_plaintext_remote: bool = False
     allowed_origins: tuple[str, ...] = ()
     max_message_bytes: int = 1024 * 1024
     max_connections: int = 1024
+    max_pending_connections: int = 128
     permission_timeout_ms: int = 120_000
     max_sessions_per_connection: int = 32
+    max_sessions: int = 256
+    max_run_ms: int = 1_800_000
+    min_free_disk_bytes: int = 256 * 1024 * 1024
+    retention_days: int | None = 30
     created_session_timeout_ms: int = 300_000
     session_lease_ms: int = 30_000
     readiness_path: str | None = None
@@ -166,6 +178,7 @@ class ServerConfig:
         _check_int(self.port, "port", 0, 65535)
         for name in ("db_path", "auth_token", "readiness_path", "default_model"):
             _check_optional_str(getattr(self, name), name)
+        self._check_tokens()
         if self.workspace_adapter is not None and (
             type(self.workspace_adapter) is not str or self.workspace_adapter not in WORKSPACE_ADAPTERS
         ):
@@ -184,6 +197,12 @@ class ServerConfig:
             raise ValueError("allowed_origins must be a tuple of str")
         _check_int(self.max_message_bytes, "max_message_bytes", 1, MAX_MESSAGE_BYTES_LIMIT)
         _check_int(self.max_connections, "max_connections", 1)
+        _check_int(self.max_pending_connections, "max_pending_connections", 1)
+        _check_int(self.max_sessions, "max_sessions", 1)
+        _check_int(self.max_run_ms, "max_run_ms", 1000)
+        _check_int(self.min_free_disk_bytes, "min_free_disk_bytes", 0)
+        if self.retention_days is not None:
+            _check_int(self.retention_days, "retention_days", 1, 36_500)
         for name in ("permission_timeout_ms", "max_sessions_per_connection", "created_session_timeout_ms"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -197,6 +216,25 @@ class ServerConfig:
         for name in ("tools", "load_manifest", "run", "now", "new_id"):
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be callable")
+
+    def _check_tokens(self) -> None:
+        if self.auth_token is not None and self.auth_tokens is not None:
+            raise ValueError("give either auth_token or auth_tokens, not both")
+        if self.auth_token is not None:
+            check_token(self.auth_token)
+        if self.auth_tokens is not None:
+            if not isinstance(self.auth_tokens, Mapping) or not self.auth_tokens:  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise ValueError("auth_tokens must map principal names to tokens")
+            for principal, token in self.auth_tokens.items():
+                check_token(token, f'the token of principal "{check_principal(principal)}"')
+
+    def configured_tokens(self) -> dict[str, str] | None:
+        """Principal → token as configured, or ``None`` when ``serve`` must generate one."""
+        if self.auth_tokens is not None:
+            return dict(self.auth_tokens)
+        if self.auth_token is not None:
+            return {DEFAULT_PRINCIPAL: self.auth_token}
+        return None
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -218,7 +256,7 @@ class ServerConfig:
                 or a workspace root that is not an existing directory.
         """
         if self.host not in LOOPBACK_HOSTS:
-            if self.auth_token is None or not self.auth_token.strip():
+            if self.configured_tokens() is None:
                 raise ValueError(f"host {self.host} requires an auth token")
             if self.allow_plaintext_remote is not True:
                 raise ValueError(f"host {self.host} requires allow_plaintext_remote")

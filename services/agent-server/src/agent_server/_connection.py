@@ -62,14 +62,21 @@ class AcpConnection:
         state: The server-wide state.
         send: Queues one text frame on the socket, waiting for outbound room.
         nursery: Owns this connection's request and timer tasks.
+        principal: Who authenticated this connection; its sessions are bound to it.
     """
 
     def __init__(
-        self, state: ServerState, send: Callable[[str], Awaitable[None]], nursery: trio.Nursery
+        self,
+        state: ServerState,
+        send: Callable[[str], Awaitable[None]],
+        nursery: trio.Nursery,
+        *,
+        principal: str,
     ) -> None:
         self._state = state
         self._nursery = nursery
-        self._sessions = SessionManager(state, send, nursery)
+        self._principal = principal
+        self._sessions = SessionManager(state, send, nursery, principal=principal)
         self._initialized = False
         self._in_flight = trio.Semaphore(state.config.max_sessions_per_connection + _REQUEST_MARGIN)
 
@@ -147,7 +154,9 @@ class AcpConnection:
             return sessions.respond(decode_params(raw, PermissionRespondParams))
         if method == "session/cancel":
             return await sessions.cancel(decode_params(raw, CancelParams))
-        return await restore_session(self._state, decode_params(raw, RestoreParams), sessions.send)
+        return await restore_session(
+            self._state, decode_params(raw, RestoreParams), sessions.send, principal=self._principal
+        )
 
     async def disconnect(self) -> None:
         """Apply the disconnect semantics to every session; nothing is sent afterwards."""

@@ -19,7 +19,7 @@ from agent_server._catalogue import TOOL_CATALOGUE
 from agent_server._config import DEFAULT_MODEL_NAME, ServerConfig, ToolProviderContext
 from agent_server._scenario import ScenarioModelFactory
 from agent_server._server import ServerHandle, serve
-from agent_server.client import AcpClient, AcpClientError, JsonObject, connect
+from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import ScriptedTurn, ToolCall
 from harness_tools import Tool
 
@@ -109,7 +109,7 @@ async def _prompt(client: AcpClient, session_id: str, content: str) -> tuple[Jso
 
 
 async def _session(handle: ServerHandle) -> None:
-    async with connect(handle.url) as client:
+    async with handle.connect() as client:
         hello = await client.initialize()
         print(f"connected: {hello['agentName']} {hello['agentVersion']} speaking {hello['protocolVersion']}")
         print(f"models: {', '.join(hello['models'])}; durable sessions: {hello['capabilities']['sessions']}")
@@ -140,7 +140,7 @@ def _read_file_only(context: ToolProviderContext) -> Iterable[Tool[Any]]:
 
 
 async def _local_session(handle: ServerHandle) -> None:
-    async with connect(handle.url) as client:
+    async with handle.connect() as client:
         await client.initialize()
         created = await client.request("session/new", {"workspace": _PLAIN})
         session_id: str = created["sessionId"]

@@ -68,9 +68,12 @@ def _check_metadata(state: ServerState, record: SessionRecord) -> datetime:
 
 
 async def restore_session(
-    state: ServerState, params: RestoreParams, send: Callable[[str], Awaitable[None]]
+    state: ServerState, params: RestoreParams, send: Callable[[str], Awaitable[None]], *, principal: str
 ) -> RestoreResult:
     """Replay one stored session page as ``session/event`` notifications.
+
+    Only the principal that created a session may restore it; to any other the session does
+    not exist (``-32010``), so its id cannot be probed either.
 
     Raises:
         AcpError: per the mapping of spec §8.
@@ -81,6 +84,8 @@ async def restore_session(
     session_id = params.session_id
     try:
         record = await store.get(session_id)
+        if record.metadata.get("principal") != principal:
+            raise session_not_found(session_id)
         expiry = _check_metadata(state, record)
         size = await store.size(session_id)
         if params.after_seq > size - 1:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import hmac
 import json
 import logging
 import os
+import resource
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,13 +19,15 @@ import h11
 import trio
 from wsproto.utilities import generate_accept_token
 
+from agent_server._auth import DEFAULT_PRINCIPAL, Authenticator, FailureThrottle, generate_token
 from agent_server._config import ServerConfig
 from agent_server._connection import AcpConnection
 from agent_server._sessions import ServerState
 from agent_server._transport import WebSocketDriver
+from agent_server.client import AcpClient, connect
 from harness_kernel.store import SqliteSessionStore
 
-__all__ = ["ServerHandle", "default_db_path", "serve"]
+__all__ = ["ServerHandle", "default_db_path", "default_token_path", "serve"]
 
 _log: Final = logging.getLogger("agent_server")
 
@@ -30,13 +35,27 @@ _HEAD_SECONDS: Final = 10.0
 _MAX_HEAD_BYTES: Final = 16 * 1024
 _READY_CACHE_SECONDS: Final = 1.0
 _SERVICE: Final = "agent-server"
+_RETENTION_INTERVAL_SECONDS: Final = 3600.0
+_RETENTION_BATCH: Final = 100
+_DESCRIPTOR_HEADROOM: Final = 64
+"""Descriptors beyond sockets and session adapters: the store, its WAL, logs, git pipes."""
+
+
+def _state_directory(root: str) -> str:
+    """This root's folder under the user's state directory, never inside the workspace."""
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    digest = hashlib.sha256(os.path.realpath(root).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return os.path.join(state_home, "harness-agent-server", digest)
 
 
 def default_db_path(root: str) -> str:
     """The default store file for ``root``: under the user's state directory, never in the workspace."""
-    state_home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    digest = hashlib.sha256(os.path.realpath(root).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return os.path.join(state_home, "harness-agent-server", digest, "sessions.sqlite")
+    return os.path.join(_state_directory(root), "sessions.sqlite")
+
+
+def default_token_path(root: str) -> str:
+    """The default token file of ``agent-server serve`` for ``root``, beside the default store."""
+    return os.path.join(_state_directory(root), "token")
 
 
 def _prepare_db(path: str) -> None:
@@ -44,15 +63,27 @@ def _prepare_db(path: str) -> None:
 
 
 class ServerHandle:
-    """A running server: its URL, its real port and a graceful ``aclose``."""
+    """A running server: its URL, its real port, its token and a graceful ``aclose``.
 
-    def __init__(self, url: str, port: int, server: _Server) -> None:
+    ``token`` is the token a client of this process presents: the one ``serve`` generated
+    (no token configured), or the single configured ``auth_token``; ``None`` when several
+    principals are configured (``auth_tokens``), whose tokens their owners already hold.
+    """
+
+    def __init__(self, url: str, port: int, token: str | None, server: _Server) -> None:
         self.url: Final = url
         self.port: Final = port
+        self.token: Final = token
         self._server = server
 
     def __repr__(self) -> str:
         return f"<ServerHandle {self.url}>"
+
+    def connect(
+        self, *, origin: str | None = None, token: str | None = None
+    ) -> AbstractAsyncContextManager[AcpClient]:
+        """``agent_server.client.connect`` to this server, presenting ``token`` or else :attr:`token`."""
+        return connect(self.url, origin=origin, token=token if token is not None else self.token)
 
     async def aclose(self) -> None:
         """Stop accepting, end every connection (1001) and close an owned store; returns when done."""
@@ -103,25 +134,82 @@ def _valid_handshake(request: h11.Request) -> bytes | None:
     return keys[0].strip() if len(decoded) == 16 else None
 
 
+@dataclass(eq=False)
+class _Handshaking:
+    """A socket that has not completed an upgrade: it can be evicted, or cancelled at shutdown."""
+
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    evicted: bool = False
+
+
+@dataclass(frozen=True)
+class _Upgrade:
+    """What the HTTP phase hands to the WebSocket phase: who connected, and bytes already read."""
+
+    principal: str
+    trailing: bytes
+
+
+def _presented_token(request: h11.Request, query: dict[str, list[str]]) -> str | None:
+    """The token a request presents (``Authorization: Bearer`` or ``?token=``), or ``None``.
+
+    Ambiguity counts as no token: two headers, two query values, another scheme, or a header
+    and a query value that differ.
+    """
+    headers = _header(request, b"authorization")
+    values = query.get("token", [])
+    if len(headers) > 1 or len(values) > 1:
+        return None
+    from_header: str | None = None
+    if headers:
+        scheme, _, credentials = headers[0].decode("latin-1").strip().partition(" ")
+        if scheme.lower() != "bearer" or not credentials.strip():
+            return None
+        from_header = credentials.strip()
+    from_query = values[0] if values else None
+    if from_header is not None and from_query is not None and from_header != from_query:
+        return None
+    return from_header if from_header is not None else from_query
+
+
+def _peer_address(stream: trio.SocketStream) -> str:
+    """The peer's IP address (the port is left out: each connection has another)."""
+    try:
+        peer: tuple[object, ...] | str = stream.socket.getpeername()
+    except OSError:
+        return "unknown"
+    return str(peer[0]) if isinstance(peer, tuple) and peer else str(peer)
+
+
 class _Server:
     def __init__(
-        self, config: ServerConfig, state: ServerState, listeners: list[trio.SocketListener]
+        self,
+        config: ServerConfig,
+        state: ServerState,
+        listeners: list[trio.SocketListener],
+        authenticator: Authenticator,
     ) -> None:
         self._config = config
         self._state = state
         self._listeners = listeners
+        self._authenticator = authenticator
+        self._throttle = FailureThrottle(trio.current_time)
         self._accepting = trio.CancelScope()
         self._shutting_down = False
         self._done = trio.Event()
-        self._open_sockets = 0
-        self._http_scopes: set[trio.CancelScope] = set()
+        # Insertion-ordered, so the first entry is the socket that has waited longest.
+        self._handshaking: dict[int, _Handshaking] = {}
+        self._upgraded = 0
         self._websockets: set[WebSocketDriver] = set()
         self._ready_cached: tuple[float, bool] | None = None
         self._ready_probe: trio.Event | None = None
+        self._retention = trio.CancelScope()
 
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as connections:
+                if self._state.store is not None and self._config.retention_days is not None:
+                    connections.start_soon(self._apply_retention)
                 with self._accepting:
                     async with trio.open_nursery() as acceptors:
                         for listener in self._listeners:
@@ -129,16 +217,38 @@ class _Server:
                 self._shutting_down = True
                 for listener in self._listeners:
                     await listener.aclose()
-                for scope in list(self._http_scopes):
-                    scope.cancel()
+                for waiting in list(self._handshaking.values()):
+                    waiting.scope.cancel()
                 for driver in list(self._websockets):
                     driver.stop_reading()
+                self._retention.cancel()
         finally:
             self._done.set()
 
     async def shutdown(self) -> None:
         self._accepting.cancel()
         await self._done.wait()
+
+    async def _apply_retention(self) -> None:
+        """Delete sessions closed longer ago than ``retention_days``, now and every hour."""
+        store = self._state.store
+        days = self._config.retention_days
+        assert store is not None
+        assert days is not None
+        with self._retention:
+            while True:
+                await self._retain(store, days)
+                await trio.sleep(_RETENTION_INTERVAL_SECONDS)
+
+    @staticmethod
+    async def _retain(store: SqliteSessionStore, days: int) -> None:
+        try:
+            cutoff = await store.current_time() - timedelta(days=days)
+            deleted = _RETENTION_BATCH
+            while deleted == _RETENTION_BATCH:  # in batches, so appends get the writer in between
+                deleted = len(await store.delete_closed(closed_before=cutoff, limit=_RETENTION_BATCH))
+        except Exception:
+            _log.exception("applying the retention policy failed")
 
     async def _accept(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
         while True:
@@ -150,17 +260,39 @@ class _Server:
                 continue
             connections.start_soon(self._serve_socket, stream)
 
+    def _enter_handshake(self) -> _Handshaking:
+        """Register a new socket; at the cap, the one waiting longest is evicted to make room.
+
+        Sockets that never finish a request (or idle at it) then cost a fixed number of
+        descriptors, and a client that sends its request promptly still gets in.
+        """
+        while len(self._handshaking) >= self._config.max_pending_connections:
+            oldest = self._handshaking.pop(next(iter(self._handshaking)))
+            oldest.evicted = True
+            oldest.scope.cancel()
+        waiting = _Handshaking()
+        self._handshaking[id(waiting)] = waiting
+        return waiting
+
     async def _serve_socket(self, stream: trio.SocketStream) -> None:
-        self._open_sockets += 1
+        waiting = self._enter_handshake()
+        upgrade: _Upgrade | None = None
         try:
             async with stream:
-                await self._serve_http(stream)
+                try:
+                    with waiting.scope:
+                        upgrade = await self._serve_http(stream, waiting)
+                finally:
+                    self._handshaking.pop(id(waiting), None)
+                if upgrade is not None and not self._shutting_down:
+                    await self._serve_websocket(stream, upgrade)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:
             _log.exception("connection failed")
         finally:
-            self._open_sockets -= 1
+            if upgrade is not None:
+                self._upgraded -= 1
 
     async def _send_reply(self, stream: trio.SocketStream, http: h11.Connection, reply: _HttpReply) -> None:
         headers = [
@@ -196,35 +328,34 @@ class _Server:
                 return event
             return None
 
-    async def _serve_http(self, stream: trio.SocketStream) -> None:
+    async def _serve_http(self, stream: trio.SocketStream, waiting: _Handshaking) -> _Upgrade | None:
+        """Read one request and answer it; an accepted upgrade is returned, not yet served."""
         http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD_BYTES)
-        scope = trio.CancelScope(deadline=trio.current_time() + _HEAD_SECONDS)
-        self._http_scopes.add(scope)
         request: h11.Request | None = None
         try:
-            with scope:
+            with trio.move_on_after(_HEAD_SECONDS) as head:
                 request = await self._read_head(stream, http)
         except h11.RemoteProtocolError as error:
             status = 431 if error.error_status_hint == 431 else 400
             await self._send_reply(stream, http, _text_reply(status, "bad request"))
-            return
-        finally:
-            self._http_scopes.discard(scope)
-        if scope.cancelled_caught:
-            if not self._shutting_down:
+            return None
+        if head.cancelled_caught:
+            if not self._shutting_down and not waiting.evicted:
                 await self._send_reply(stream, http, _text_reply(408, "request timeout"))
-            return
+            return None
         if request is None:
-            return
-        await self._route(stream, http, request)
+            return None
+        return await self._route(stream, http, request)
 
-    async def _route(self, stream: trio.SocketStream, http: h11.Connection, request: h11.Request) -> None:
+    async def _route(
+        self, stream: trio.SocketStream, http: h11.Connection, request: h11.Request
+    ) -> _Upgrade | None:
         try:
             target = urlsplit(request.target.decode("ascii"))
             query = parse_qs(target.query, keep_blank_values=True, strict_parsing=False)
         except (UnicodeDecodeError, ValueError):
             await self._send_reply(stream, http, _text_reply(400, "bad request target"))
-            return
+            return None
         if target.path in ("/health", "/health/live", "/health/ready"):
             if request.method != b"GET":
                 await self._send_reply(stream, http, _text_reply(405, "method not allowed"))
@@ -232,38 +363,45 @@ class _Server:
                 await self._send_reply(stream, http, await self._ready_reply())
             else:
                 await self._send_reply(stream, http, _json_reply(200, {"service": _SERVICE, "live": True}))
-            return
+            return None
         if target.path != self._config.path:
             not_found = {"error": {"code": "NOT_FOUND", "message": "not found"}}
             await self._send_reply(stream, http, _json_reply(404, not_found))
-            return
-        if not self._authorised(request, query):
+            return None
+        if not self._origin_allowed(request):
             await self._send_reply(stream, http, _text_reply(403, "forbidden"))
-            return
-        if self._open_sockets > self._config.max_connections:
+            return None
+        presented = _presented_token(request, query)
+        principal = None if presented is None else self._authenticator.identify(presented)
+        if principal is None:
+            # Slowed down per address before the answer; a correct token never waits.
+            await trio.sleep(self._throttle.record_failure(_peer_address(stream)))
+            await self._send_reply(stream, http, _text_reply(403, "forbidden"))
+            return None
+        if self._upgraded >= self._config.max_connections:
             await self._send_reply(stream, http, _text_reply(503, "too many connections"))
-            return
+            return None
         key = _valid_handshake(request)
         if key is None:
             await self._send_reply(stream, http, _text_reply(400, "invalid WebSocket handshake"))
-            return
-        await self._upgrade(stream, http, key)
+            return None
+        self._upgraded += 1  # counted before the first await, so the cap cannot be overrun
+        try:
+            trailing = await self._accept_upgrade(stream, http, key)
+        except BaseException:
+            self._upgraded -= 1
+            raise
+        return _Upgrade(principal=principal, trailing=trailing)
 
-    def _authorised(self, request: h11.Request, query: dict[str, list[str]]) -> bool:
+    def _origin_allowed(self, request: h11.Request) -> bool:
         origins = _header(request, b"origin")
-        if origins:
-            allowed = {origin.encode("utf-8") for origin in self._config.allowed_origins}
-            if len(origins) != 1 or origins[0] not in allowed:
-                return False
-        token = self._config.auth_token
-        if token is None:
+        if not origins:
             return True
-        given = query.get("token", [])
-        if len(given) != 1:
-            return False
-        return hmac.compare_digest(given[0].encode("utf-8", "surrogateescape"), token.encode("utf-8"))
+        allowed = {origin.encode("utf-8") for origin in self._config.allowed_origins}
+        return len(origins) == 1 and origins[0] in allowed
 
-    async def _upgrade(self, stream: trio.SocketStream, http: h11.Connection, key: bytes) -> None:
+    async def _accept_upgrade(self, stream: trio.SocketStream, http: h11.Connection, key: bytes) -> bytes:
+        """Answer 101; returns what the client sent after its request (the first frames)."""
         while http.their_state is h11.SEND_BODY:
             event = http.next_event()
             if event is h11.NEED_DATA:
@@ -274,19 +412,21 @@ class _Server:
             (b"sec-websocket-accept", generate_accept_token(key)),
         ]
         data = http.send(h11.InformationalResponse(status_code=101, headers=headers)) or b""
-        trailing, _ = http.trailing_data
+        trailing = bytes(http.trailing_data[0])
         await stream.send_all(data)
-        await self._serve_websocket(stream, bytes(trailing))
+        return trailing
 
-    async def _serve_websocket(self, stream: trio.SocketStream, trailing: bytes) -> None:
-        driver = WebSocketDriver(stream, trailing, max_message_bytes=self._config.max_message_bytes)
+    async def _serve_websocket(self, stream: trio.SocketStream, upgrade: _Upgrade) -> None:
+        driver = WebSocketDriver(stream, upgrade.trailing, max_message_bytes=self._config.max_message_bytes)
         self._websockets.add(driver)
         try:
             async with trio.open_nursery() as writer:
                 writer.start_soon(driver.write_frames)
                 async with trio.open_nursery() as tasks:
                     try:
-                        connection = AcpConnection(self._state, driver.send_text, tasks)
+                        connection = AcpConnection(
+                            self._state, driver.send_text, tasks, principal=upgrade.principal
+                        )
                     except Exception:
                         _log.exception("connection setup failed")
                         driver.close(1011, "internal error")
@@ -359,6 +499,13 @@ async def serve(
     if not isinstance(config, ServerConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError("config must be a ServerConfig")
     root = config.check_serving()
+    tokens = config.configured_tokens()
+    generated = None
+    if tokens is None:
+        generated = generate_token()
+        tokens = {DEFAULT_PRINCIPAL: generated}
+    authenticator = Authenticator(tokens)
+    _raise_descriptor_limit(config)
     store = config.session_store
     owned = False
     if store is None and config.persistence:
@@ -370,11 +517,43 @@ async def serve(
         if owned and store is not None:
             await store.__aenter__()  # opens the file now, so a bad path fails before binding
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
-        state = ServerState(config=config, root=root, store=store)
-        server = _Server(config, state, listeners)
+        storage = None if store is None else await trio.to_thread.run_sync(_directory_of, store.path)
+        state = ServerState(config=config, root=root, store=store, storage_directory=storage)
+        server = _Server(config, state, listeners, authenticator)
         port = listeners[0].socket.getsockname()[1]
-        task_status.started(ServerHandle(_url(config.host, port, config.path), port, server))
+        token = generated if generated is not None else config.auth_token
+        task_status.started(ServerHandle(_url(config.host, port, config.path), port, token, server))
         await server.run()
     finally:
         if owned and store is not None:
             await store.aclose()
+
+
+def _directory_of(path: str | os.PathLike[str]) -> str:
+    return os.path.dirname(os.path.abspath(path))
+
+
+def _raise_descriptor_limit(config: ServerConfig) -> None:
+    """Raise the soft descriptor limit towards what the configured caps can hold open.
+
+    Connections, handshaking sockets and (with a workspace adapter) one root descriptor per
+    live session fit under the limit, so an idle-socket flood meets the handshake cap and
+    never ``EMFILE`` at ``accept``. Where the hard limit is lower, the shortfall is logged.
+    """
+    adapters = config.max_sessions if config.workspace_adapter is not None else 0
+    needed = config.max_connections + config.max_pending_connections + adapters + _DESCRIPTOR_HEADROOM
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            _log.exception("raising the descriptor limit failed")
+        if soft < needed:
+            _log.warning(
+                "the descriptor limit %d is below the %d the connection and session caps need;"
+                " lower max_connections or raise the hard limit",
+                soft,
+                needed,
+            )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,8 +17,11 @@ from agent_server._config import ServerConfig, ToolProviderContext
 from agent_server._errors import (
     PERMISSION_NOT_FOUND,
     PERMISSION_RESOLVED,
+    RUN_TIME_LIMIT,
+    SERVER_SESSION_LIMIT,
     SESSION_ALREADY_RUN,
     SESSION_LIMIT,
+    STORAGE_FULL,
     AcpError,
     invalid_params,
     session_not_found,
@@ -59,6 +63,7 @@ NOTE_CANCELED: Final = "session canceled"
 NOTE_DISCONNECTED: Final = "ACP client disconnected"
 NOTE_FINISHED: Final = "session finished"
 NOTE_TIMED_OUT: Final = "permission request timed out"
+NOTE_RUN_TIME_LIMIT: Final = "run time limit reached"
 _WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
 
 
@@ -70,18 +75,60 @@ def format_time(moment: datetime) -> str:
 
 @dataclass(eq=False, slots=True)
 class ServerState:
-    """What every connection shares: configuration, root, store and the active session ids."""
+    """What every connection shares: configuration, root, store, session ids and session slots.
+
+    ``live_sessions`` counts sessions from admission at ``session/new`` until they finish,
+    server-wide; ``storage_directory`` is the folder of the store's file, whose free space is
+    checked before a session is created or prompted.
+    """
 
     config: ServerConfig
     root: str
     store: SqliteSessionStore | None
+    storage_directory: str | None = None
     active_session_ids: set[str] = field(default_factory=set[str])
+    live_sessions: int = 0
 
     async def clock(self) -> datetime:
         """The store clock when a store exists, else the configured ``now``."""
         if self.store is not None:
             return await self.store.current_time()
         return self.config.now()
+
+    def reserve_session(self) -> None:
+        """Take one server-wide session slot, synchronously (so pipelined requests cannot overrun it).
+
+        Raises:
+            AcpError: ``-32014`` when ``max_sessions`` sessions are live.
+        """
+        if self.live_sessions >= self.config.max_sessions:
+            raise AcpError(
+                SERVER_SESSION_LIMIT, "ACP_SERVER_SESSION_LIMIT", "the server has reached its session limit"
+            )
+        self.live_sessions += 1
+
+    def release_session(self) -> None:
+        """Give back a slot taken by :meth:`reserve_session`."""
+        self.live_sessions -= 1
+
+    async def check_storage(self) -> None:
+        """Refuse new work while the store's file system has less than ``min_free_disk_bytes`` free.
+
+        Raises:
+            AcpError: ``-32015`` when the disk is too full.
+        """
+        directory = self.storage_directory
+        floor = self.config.min_free_disk_bytes
+        if directory is None or floor == 0:
+            return
+        try:
+            free = (await trio.to_thread.run_sync(shutil.disk_usage, directory)).free
+        except OSError:
+            _log.exception("checking free space in %s failed", directory)
+            return
+        if free < floor:
+            _log.warning("refusing new work: %d bytes free in %s, below %d", free, directory, floor)
+            raise AcpError(STORAGE_FULL, "ACP_STORAGE_FULL", "the session store is out of disk space")
 
 
 class PersistenceFailedError(Exception):
@@ -114,6 +161,8 @@ class Session:
     finished: bool = False
     idle_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     lease_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    run_limit_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    run_limit_reached: bool = False
 
     def resolve_pending(self, permission_id: str, resolution: PermissionResolution) -> None:
         """Settle one pending permission and mark its id used."""
@@ -141,15 +190,22 @@ class SessionManager:
         state: The server-wide state.
         send: Queues one text frame, waiting for outbound room; dropped once the connection is closing.
         nursery: Runs the session timers; the connection waits for it.
+        principal: The connection's principal, recorded in each session's metadata.
     """
 
     def __init__(
-        self, state: ServerState, send: Callable[[str], Awaitable[None]], nursery: trio.Nursery
+        self,
+        state: ServerState,
+        send: Callable[[str], Awaitable[None]],
+        nursery: trio.Nursery,
+        *,
+        principal: str,
     ) -> None:
         self._state = state
         self._config = state.config
         self._send = send
         self._nursery = nursery
+        self._principal = principal
         self._sessions: dict[str, Session] = {}
         self._created = 0
         self.owner_id: Final = state.config.new_id("connection")
@@ -193,12 +249,34 @@ class SessionManager:
             raise
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
-        """``session/new`` (§5.1)."""
-        config = self._config
-        if self._created >= config.max_sessions_per_connection:
+        """``session/new`` (§5.1).
+
+        The connection's count and a server-wide slot are both taken before the first
+        ``await``, so pipelined requests cannot overrun either cap; a creation that fails
+        gives both back.
+        """
+        if self._created >= self._config.max_sessions_per_connection:
             raise AcpError(
                 SESSION_LIMIT, "ACP_SESSION_LIMIT", "this connection has created its session limit"
             )
+        self._state.reserve_session()
+        self._created += 1
+        try:
+            session = await self._admit(params)
+        except BaseException:
+            self._created -= 1
+            self._state.release_session()
+            raise
+        self._sessions[session.id] = session
+        self._nursery.start_soon(self._idle_timer, session)
+        if self._state.store is not None:
+            self._nursery.start_soon(self._lease_refresh, session)
+        return NewSessionResult(session_id=session.id)
+
+    async def _admit(self, params: NewSessionParams) -> Session:
+        """Check and build one session and create its row (steps 2 to 7 of §5.1)."""
+        config = self._config
+        await self._state.check_storage()
         workspace = await trio.to_thread.run_sync(self._resolve_workspace, params.workspace)
         model_name = params.model if params.model is not None else config.chosen_default_model
         if model_name is None or model_name not in config.models:
@@ -236,12 +314,7 @@ class SessionManager:
             self._state.active_session_ids.discard(session_id)
             await self._dispose_adapter(session)
             raise
-        self._created += 1
-        self._sessions[session_id] = session
-        self._nursery.start_soon(self._idle_timer, session)
-        if self._state.store is not None:
-            self._nursery.start_soon(self._lease_refresh, session)
-        return NewSessionResult(session_id=session_id)
+        return session
 
     async def _lease_metadata(self, session: Session) -> dict[str, object]:
         now = await self._state.clock()
@@ -251,6 +324,7 @@ class SessionManager:
             "workspace": session.workspace,
             "modelName": session.model_name,
             "ownerId": self.owner_id,
+            "principal": self._principal,
             "leaseExpiresAt": format_time(expiry),
         }
 
@@ -324,17 +398,25 @@ class SessionManager:
         except Exception:
             _log.exception("closing the row of session %s failed", session.id)
         finally:
-            self._state.active_session_ids.discard(session.id)
+            self._forget(session)
+
+    def _forget(self, session: Session) -> None:
+        """Drop a finished session's id from the active set and give back its slot."""
+        self._state.active_session_ids.discard(session.id)
+        self._state.release_session()
 
     # ------------------------------------------------------------ session/prompt
 
     async def prompt(self, params: PromptParams) -> PromptResult:
-        """``session/prompt`` (§5.3)."""
+        """``session/prompt`` (§5.3), bounded by ``max_run_ms`` of wall time."""
         session = self._lookup(params.session_id)
+        if session.state == "created":
+            await self._state.check_storage()
         if session.state != "created":
             raise AcpError(SESSION_ALREADY_RUN, "ACP_SESSION_ALREADY_RUN", "session has already run")
         session.state = "running"
         session.idle_scope.cancel()
+        self._nursery.start_soon(self._run_limit_timer, session)
         config = self._config
         limits = session.manifest.budget if session.manifest is not None else None
         budget = Budget(
@@ -366,15 +448,23 @@ class SessionManager:
                 new_id=config.new_id,
             )
             result = await config.run(options)
-        except Exception:
+        except Exception as error:
             session.state = "canceled" if session.abort.signal.aborted else "failed"
             await self._finish(session, keep_active=session.persistence_failed)
+            if session.run_limit_reached and not session.persistence_failed:
+                raise self._run_limit_error() from error
             raise
         except BaseException:
             # Cancelled from outside rather than through the abort signal: nothing is sent
-            # or stored any more, but the adapter must not outlive the run.
+            # or stored any more, but the adapter must not outlive the run, nor the session
+            # its slot.
             await self._dispose_adapter(session)
+            if not session.finished:
+                session.finished = True
+                self._forget(session)
             raise
+        finally:
+            session.run_limit_scope.cancel()
         if session.persistence_failed:
             session.state = "failed"
             await self._finish(session, keep_active=True)
@@ -384,6 +474,8 @@ class SessionManager:
         else:
             session.state = "completed" if result.status == "completed" else "failed"
         await self._finish(session)
+        if session.run_limit_reached:
+            raise self._run_limit_error()
         usage = result.usage
         return PromptResult(
             status=result.status,
@@ -394,6 +486,20 @@ class SessionManager:
                 completion_tokens=usage.completion_tokens,
                 total_tokens=usage.prompt_tokens + usage.completion_tokens,
             ),
+        )
+
+    async def _run_limit_timer(self, session: Session) -> None:
+        """Abort the run once it has run for ``max_run_ms`` (pending permissions are denied)."""
+        with session.run_limit_scope:
+            await trio.sleep(self._config.max_run_ms / 1000)
+            _log.warning("session %s reached its run time limit", session.id)
+            session.run_limit_reached = True
+            session.stop(NOTE_RUN_TIME_LIMIT)
+
+    def _run_limit_error(self) -> AcpError:
+        seconds = self._config.max_run_ms / 1000
+        return AcpError(
+            RUN_TIME_LIMIT, "ACP_RUN_TIME_LIMIT", f"the run was stopped after its limit of {seconds:g} s"
         )
 
     async def _record(self, session: Session, event: Event) -> None:

@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final, cast
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 import trio
 from wsproto import ConnectionType, WSConnection
@@ -272,14 +272,18 @@ async def _handshake(
 
 @asynccontextmanager
 async def connect(
-    url: str, *, origin: str | None = None, token: str | None = None
+    url: str, *, origin: str | None = None, token: str | None = None, token_in_query: bool = False
 ) -> AsyncGenerator[AcpClient]:
     """Open a client WebSocket to ``url`` (``ws://host:port/acp``) and read in the background.
 
     Args:
-        url: The server URL, as ``ServerHandle.url`` gives it.
+        url: The server URL, as ``ServerHandle.url`` gives it; a ``?token=…`` in it is taken
+            as ``token`` when no ``token`` is given (and is never sent in the URL unless
+            ``token_in_query`` says so).
         origin: An ``Origin`` header to send, or ``None``.
-        token: Appended as ``?token=…``, or ``None``.
+        token: Sent as ``Authorization: Bearer …``, or ``None`` to send none.
+        token_in_query: Send the token as ``?token=…`` instead, as a browser must (query
+            strings end up in proxy and server logs; prefer the header).
 
     Raises:
         HandshakeRejectedError: the upgrade was refused (``status`` is the HTTP status).
@@ -288,9 +292,13 @@ async def connect(
     host = parts.hostname or "127.0.0.1"
     port = parts.port or 80
     target = parts.path or "/"
-    if token is not None:
-        target += f"?token={token}"
+    if token is None:
+        token = next(iter(parse_qs(parts.query).get("token", [])), None)
     headers = [] if origin is None else [(b"origin", origin.encode())]
+    if token is not None and token_in_query:
+        target += f"?token={quote(token, safe='')}"
+    elif token is not None:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
     stream = await trio.open_tcp_stream(host, port)
     async with stream:
         ws = WSConnection(ConnectionType.CLIENT)

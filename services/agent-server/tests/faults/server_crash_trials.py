@@ -83,9 +83,9 @@ async def _prompt_until_done_or_dead(client: AcpClient, session_id: str, streame
         streamed.append((params["sessionId"], params["seq"], params["event"]["eventId"]))
 
 
-async def _one_client(url: str, streamed: Streamed) -> None:
+async def _one_client(url: str, token: str, streamed: Streamed) -> None:
     try:
-        async with connect(url) as client:
+        async with connect(url, token=token) as client:
             await client.initialize()
             created = await client.request("session/new", {"workspace": "ws"})
             await _prompt_until_done_or_dead(client, created["sessionId"], streamed)
@@ -180,7 +180,7 @@ async def check_restore(root: Path, db: Path, log: Log) -> list[str]:
     async with store, trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
         try:
-            async with connect(handle.url) as client, connect(handle.url) as rival:
+            async with handle.connect() as client, handle.connect() as rival:
                 await client.initialize()
                 await rival.initialize()
                 for session_id, (status, _) in sorted(log.sessions.items()):
@@ -240,7 +240,7 @@ async def server_trial(
                     nursery.start_soon(kill_later)
                 async with trio.open_nursery() as clients:
                     for _ in range(sessions):
-                        clients.start_soon(_one_client, url, streamed)
+                        clients.start_soon(_one_client, url, ready["token"], streamed)
                 nursery.cancel_scope.cancel()
     elapsed = trio.current_time() - started
     killed_in_time = bool(fired or trial.values("self_killed"))

@@ -63,7 +63,7 @@ async def _server_main(params: dict[str, Any], report: Report) -> None:
     )
     async with store, trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
-        report(port=handle.port)
+        report(port=handle.port, token=handle.token)
         await trio.sleep_forever()
 
 
