@@ -186,6 +186,20 @@ def test_a_change_committed_and_then_reverted_is_still_a_violation(
     assert ("committed", "M", "docs/readme.md") in _changes(report)
 
 
+def test_a_rename_out_of_scope_and_back_is_judged_on_both_sides(
+    repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo.git("mv", "docs/readme.md", "src/readme.md")
+    repo.commit("move a document into the scope")
+    repo.git("mv", "src/readme.md", "docs/readme.md")
+    repo.commit("and back")
+    status, report, _ = repo.gate("--test-cmd", _PASSING, capsys=capsys, monkeypatch=monkeypatch)
+    assert status == 1
+    assert _violations(report) == ["docs/readme.md"]
+    renames = sorted(change for change in _changes(report) if change[1].startswith("R"))
+    assert renames == [("committed", "R100", "docs/readme.md"), ("committed", "R100", "src/readme.md")]
+
+
 def test_a_merge_resolution_that_changes_a_forbidden_path_is_a_violation(
     repo: Repo, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

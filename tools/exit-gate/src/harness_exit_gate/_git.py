@@ -46,6 +46,11 @@ _DIFF_OPTIONS: Final = (
     "--find-copies",
     "--find-copies-harder",
 )
+# Each commit of the range is diffed too: renames keep both sides, and copies, whose source
+# is no write, are left out, so a long history stays cheap (--find-copies-harder reads every
+# unmodified file). A merge is compared per path with each parent, so it finds no renames.
+_COMMIT_OPTIONS: Final = (*_DIFF_OPTIONS[:4], "--find-renames")
+_MERGE_OPTIONS: Final = (*_DIFF_OPTIONS[:4], "--no-renames")
 _ROOT_OPERATIONAL: Final = (
     ".venv/",
     ".pytest_cache/",
@@ -372,8 +377,9 @@ def _index_entries(git: Git) -> list[tuple[str, str, str]]:
     return entries
 
 
-def _name_status(git: Git, origin: Origin, *arguments: str, renames: bool = True) -> list[Change]:
-    options = _DIFF_OPTIONS if renames else (*_DIFF_OPTIONS[:4], "--no-renames")
+def _name_status(
+    git: Git, origin: Origin, *arguments: str, options: tuple[str, ...] = _DIFF_OPTIONS
+) -> list[Change]:
     fields = git.run("diff", *options, *arguments).stdout.split(b"\0")
     if fields and not fields[-1]:
         fields.pop()
@@ -415,9 +421,12 @@ def history_changes(git: Git, base_sha: str) -> list[Change]:
     for record in records.splitlines():
         commit, *parents = record.split()
         if len(parents) <= 1:
-            found = _name_status(git, "committed", parents[0] if parents else empty_tree, commit)
+            parent = parents[0] if parents else empty_tree
+            found = _name_status(git, "committed", parent, commit, options=_COMMIT_OPTIONS)
         else:
-            per_parent = [_name_status(git, "committed", parent, commit, renames=False) for parent in parents]
+            per_parent = [
+                _name_status(git, "committed", parent, commit, options=_MERGE_OPTIONS) for parent in parents
+            ]
             differs_from_all = {change.path for change in per_parent[0]}
             for diff in per_parent[1:]:
                 differs_from_all &= {change.path for change in diff}
