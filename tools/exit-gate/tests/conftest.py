@@ -44,7 +44,11 @@ def manifest_text(task_id: str, *, allowed: Sequence[str], commands: dict[str, s
 
 @dataclass
 class Repo:
-    """A repository on ``main`` with one commit, and a task branch checked out."""
+    """A repository whose ``main`` holds the task's manifest, with the task branch checked out.
+
+    The gate enforces the base's manifest (docs/decisions/003), so the manifest lands on
+    ``main`` first, and the branch adds one commit of its own (``src/feature.py``).
+    """
 
     root: Path
     task_id: str
@@ -103,12 +107,14 @@ def make_repo(
     repo.write("src/app.py", "VALUE = 1\n")
     repo.write("docs/readme.md", "docs\n")
     repo.commit("base")
-    repo.git("checkout", "-q", "-b", f"tasks/{task_id}")
     repo.write(
         f"tasks/{task_id}.yaml",
         manifest_text(task_id, allowed=allowed, commands=commands or {PASSING: "allow"}),
     )
     repo.commit("manifest")
+    repo.git("checkout", "-q", "-b", f"tasks/{task_id}")
+    repo.write("src/feature.py", "FEATURE = True\n")
+    repo.commit("feature")
     return repo
 
 

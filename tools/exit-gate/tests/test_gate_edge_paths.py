@@ -413,7 +413,7 @@ def test_a_process_group_that_outlives_the_cleanup_blocks_the_run(
     assert "postTest" in cast("dict[str, object]", report["git"])
     assert report["policy"] == {
         "changedPathsOk": True,
-        "changedPaths": [repo.manifest],
+        "changedPaths": ["src/feature.py"],
         "violations": [],
     }
     events = _events(report)

@@ -291,7 +291,7 @@ def test_earlier_evidence_is_baseline_and_touching_it_is_a_violation(
     assert _failure(report)["code"] == "POST_TEST_PATH_SCOPE_VIOLATION"
     git = cast("dict[str, dict[str, object]]", report["git"])
     assert cast("list[object]", git["preTest"]["changes"]) == [
-        {"origin": "committed", "status": "A", "path": "tasks/demo-task.yaml"}
+        {"origin": "committed", "status": "A", "path": "src/feature.py"}
     ]
     post = {
         (change["status"], change["path"])

@@ -86,7 +86,7 @@ def test_every_change_category_is_collected_and_checked(
         ("unstaged", "M", "src/app.py"),
         ("untracked", "?", "src/untracked.py"),
         ("untracked", "!", "build/out.bin"),
-        ("committed", "A", "tasks/demo-task.yaml"),
+        ("committed", "A", "src/feature.py"),
     } <= found
     assert status == 1
     assert _failure_code(report) == "PATH_SCOPE_VIOLATION"
@@ -141,7 +141,7 @@ def test_test_written_file_outside_scope_is_a_post_test_violation(
     assert _failure_code(report) == "POST_TEST_PATH_SCOPE_VIOLATION"
     assert cast("dict[str, object]", report["policy"])["changedPaths"] == [
         "docs/new.md",
-        "tasks/demo-task.yaml",
+        "src/feature.py",
     ]
     validate_run_report(report)
 

@@ -42,6 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--ci-head-ref", metavar="REF")
     run.add_argument("--head-sha", metavar="SHA")
     run.add_argument("--pr-url", metavar="URL")
+    run.add_argument(
+        "--allow-gate-in-checkout",
+        action="store_true",
+        help="local mode only: judge even though this gate is the checkout's own code (advisory)",
+    )
     run.add_argument("--branch", help=argparse.SUPPRESS)
     return parser
 
@@ -83,6 +88,7 @@ def _run(arguments: argparse.Namespace) -> int:
                 else arguments.head_sha or ""
             ),
             pull_request_url=arguments.pr_url or os.environ.get("HARNESS_PULL_REQUEST_URL") or None,
+            allow_gate_in_checkout=arguments.allow_gate_in_checkout,
         )
     )
     sys.stdout.write(outcome.report.decode("utf-8"))

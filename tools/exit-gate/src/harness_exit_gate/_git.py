@@ -6,6 +6,7 @@ import hashlib
 import os
 import stat
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -20,6 +21,7 @@ __all__ = [
     "GitState",
     "capture_stable_snapshot",
     "fingerprint_runs",
+    "history_changes",
     "is_full_oid",
 ]
 
@@ -44,6 +46,11 @@ _DIFF_OPTIONS: Final = (
     "--find-copies",
     "--find-copies-harder",
 )
+# Each commit of the range is diffed too: renames keep both sides, and copies, whose source
+# is no write, are left out, so a long history stays cheap (--find-copies-harder reads every
+# unmodified file). A merge is compared per path with each parent, so it finds no renames.
+_COMMIT_OPTIONS: Final = (*_DIFF_OPTIONS[:4], "--find-renames")
+_MERGE_OPTIONS: Final = (*_DIFF_OPTIONS[:4], "--no-renames")
 _ROOT_OPERATIONAL: Final = (
     ".venv/",
     ".pytest_cache/",
@@ -52,6 +59,12 @@ _ROOT_OPERATIONAL: Final = (
     ".cache/harness-import-boundary/",
 )
 _GITLINK: Final = "160000"
+# The empty tree of each object format: the "parent" of a root commit. Git knows both ids
+# without the object being stored, so diffing against them writes nothing.
+_EMPTY_TREE: Final = {
+    "sha1": "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    "sha256": "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
+}
 
 
 def is_full_oid(text: str) -> bool:
@@ -269,7 +282,58 @@ def resolve_base(git: Git, ref: str, head: str) -> BaseInfo:
     merge_base = git.optional("merge-base", sha, head)
     if not merge_base:
         raise GitCheckError("GIT_MERGE_BASE_UNAVAILABLE", f"no merge base of {ref} and HEAD")
+    _check_shared_history_is_trusted(git, ref, sha, head)
     return BaseInfo(ref=ref, sha=sha, merge_base=merge_base)
+
+
+def trusted_mainline(git: Git) -> tuple[str, ...]:
+    """The refs whose history the gate trusts without judging it.
+
+    The upstream's mainish branches (``refs/remotes/origin/<mainish>``) when the repository
+    has any, because a task branch cannot move what the server holds; otherwise the local
+    mainish branches of a repository without an upstream.
+    """
+    for prefix in ("refs/remotes/origin/", "refs/heads/"):
+        refs = tuple(
+            f"{prefix}{name}"
+            for name in MAINISH
+            if git.optional("rev-parse", "--verify", "-q", f"{prefix}{name}^{{commit}}")
+        )
+        if refs:
+            return refs
+    return ()
+
+
+def _is_ancestor(git: Git, ancestor: str, descendant: str) -> bool:
+    completed = git.run("merge-base", "--is-ancestor", ancestor, descendant, check=False)
+    if completed.returncode not in (0, 1):
+        detail = completed.stderr.decode("utf-8", "replace").strip()
+        raise GitCheckError("GIT_COMMAND_FAILED", f"git merge-base --is-ancestor failed: {detail}")
+    return completed.returncode == 0
+
+
+def _check_shared_history_is_trusted(git: Git, ref: str, sha: str, head: str) -> None:
+    """Refuse a base that would let the branch's own commits go unjudged.
+
+    The gate judges the commits reachable from HEAD and not from the base; every commit that
+    both reach is taken as trusted. Each of those is an ancestor of one of their merge bases,
+    so the base is trusted when every merge base lies on the trusted main line. A base that
+    the branch chose (one of its own commits, or a mainish ref moved onto it) fails here.
+
+    Raises:
+        GitCheckError: ``GIT_BASE_UNTRUSTED``.
+    """
+    mainline = trusted_mainline(git)
+    if not mainline:
+        message = f"base {ref} cannot be verified: no main, master, trunk or develop branch"
+        raise GitCheckError("GIT_BASE_UNTRUSTED", message)
+    for merge_base in git.text("merge-base", "--all", sha, head).split():
+        if not any(_is_ancestor(git, merge_base, trusted) for trusted in mainline):
+            message = (
+                f"base {ref} shares commit {merge_base} with HEAD, and no trusted branch "
+                f"({', '.join(mainline)}) contains it: a branch cannot choose its own base"
+            )
+            raise GitCheckError("GIT_BASE_UNTRUSTED", message)
 
 
 def check_repository_safety(git: Git) -> None:
@@ -313,8 +377,10 @@ def _index_entries(git: Git) -> list[tuple[str, str, str]]:
     return entries
 
 
-def _name_status(git: Git, origin: Origin, *arguments: str) -> list[Change]:
-    fields = git.run("diff", *_DIFF_OPTIONS, *arguments).stdout.split(b"\0")
+def _name_status(
+    git: Git, origin: Origin, *arguments: str, options: tuple[str, ...] = _DIFF_OPTIONS
+) -> list[Change]:
+    fields = git.run("diff", *options, *arguments).stdout.split(b"\0")
     if fields and not fields[-1]:
         fields.pop()
     changes: list[Change] = []
@@ -334,6 +400,41 @@ def _name_status(git: Git, origin: Origin, *arguments: str) -> list[Change]:
             changes.append(Change(origin=origin, status=status, path=_checked_path(fields[index + 1])))
             index += 2
     return changes
+
+
+def history_changes(git: Git, base_sha: str) -> list[Change]:
+    """What each commit reachable from HEAD and not from the base changed, in commit order.
+
+    The end state alone misses a change that a later commit reverts, so every commit is judged
+    on its own. A commit with one parent (or none) is diffed against it. A merge is judged by
+    the paths whose merged content differs from *every* parent: that is the merge's own
+    change. A path taken unchanged from one parent was judged where it was made (a commit in
+    the range), or comes from trusted history, and taking an old trusted version still shows
+    in the end-state diff. Changes are ``committed`` entries, each listed once.
+
+    Raises:
+        GitCheckError: an unsafe path (``GIT_DIFF_INVALID``) or a failing git command.
+    """
+    empty_tree = _EMPTY_TREE[git.text("rev-parse", "--show-object-format")]
+    records = git.text("rev-list", "--reverse", "--topo-order", "--parents", "HEAD", f"^{base_sha}")
+    changes: dict[tuple[str, str, str | None], Change] = {}
+    for record in records.splitlines():
+        commit, *parents = record.split()
+        if len(parents) <= 1:
+            parent = parents[0] if parents else empty_tree
+            found = _name_status(git, "committed", parent, commit, options=_COMMIT_OPTIONS)
+        else:
+            per_parent = [
+                _name_status(git, "committed", parent, commit, options=_MERGE_OPTIONS) for parent in parents
+            ]
+            differs_from_all = {change.path for change in per_parent[0]}
+            for diff in per_parent[1:]:
+                differs_from_all &= {change.path for change in diff}
+            found = [change for change in per_parent[0] if change.path in differs_from_all]
+        for change in found:
+            old_path = change.old_path if isinstance(change.old_path, str) else None
+            changes.setdefault((change.status, change.path, old_path), change)
+    return list(changes.values())
 
 
 def _blob_id(data: bytes, sha256: bool) -> str:
@@ -443,6 +544,10 @@ def capture_snapshot(git: Git, root: str, merge_base: str, runs_baseline: dict[s
         for path in _listed_paths(git, "--others", "--exclude-standard", "-z")
     ]
     changes += _ignored_changes(git, root, runs_baseline)
+    return _snapshot_of(changes)
+
+
+def _snapshot_of(changes: Sequence[Change]) -> Snapshot:
     policy_paths = {change.path for change in changes}
     policy_paths.update(
         change.old_path
@@ -452,18 +557,30 @@ def capture_snapshot(git: Git, root: str, merge_base: str, runs_baseline: dict[s
     return Snapshot(changes=tuple(changes), policy_paths=tuple(sorted(policy_paths)))
 
 
+def _with_history(snapshot: Snapshot, history: Sequence[Change]) -> Snapshot:
+    """The snapshot with each commit's own changes after the end-state ones, each listed once."""
+    committed = [change for change in snapshot.changes if change.origin == "committed"]
+    others = [change for change in snapshot.changes if change.origin != "committed"]
+    known = set(committed)
+    return _snapshot_of([*committed, *(change for change in history if change not in known), *others])
+
+
 def capture_stable_snapshot(
-    git: Git, root: str, merge_base: str, runs_baseline: dict[str, str], state: GitState
+    git: Git, root: str, base: BaseInfo, runs_baseline: dict[str, str], state: GitState
 ) -> Snapshot:
     """Capture twice, re-checking the repository before, between and after.
+
+    The commit history is read once per stable capture: HEAD is re-checked around it, and the
+    commits of a fixed HEAD cannot change.
 
     Raises:
         GitCheckError: ``GIT_DIFF_UNSTABLE``, a ``GIT_*_CHANGED`` code, or a capture's error.
     """
     check_state(git, state)
-    first = capture_snapshot(git, root, merge_base, runs_baseline)
+    history = history_changes(git, base.sha)
+    first = _with_history(capture_snapshot(git, root, base.merge_base, runs_baseline), history)
     check_state(git, state)
-    second = capture_snapshot(git, root, merge_base, runs_baseline)
+    second = _with_history(capture_snapshot(git, root, base.merge_base, runs_baseline), history)
     check_state(git, state)
     if first != second:
         raise GitCheckError("GIT_DIFF_UNSTABLE", "two captures of the changes differ")

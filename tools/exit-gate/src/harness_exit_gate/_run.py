@@ -13,7 +13,7 @@ from typing import Final, Literal, TypeAlias
 from msgspec import UNSET, UnsetType
 
 from harness_exit_gate._command import parse_command
-from harness_exit_gate._errors import CommandParseError, GitCheckError, RunReportError
+from harness_exit_gate._errors import CommandParseError, ExitGateError, GitCheckError, RunReportError
 from harness_exit_gate._evidence import (
     EvidenceError,
     fallback_directory,
@@ -23,6 +23,7 @@ from harness_exit_gate._evidence import (
 )
 from harness_exit_gate._git import (
     RUNS_DIR,
+    BaseInfo,
     Git,
     GitState,
     capture_stable_snapshot,
@@ -57,6 +58,7 @@ from harness_exit_gate._report import (
     validate_run_preflight_report,
     validate_run_report,
 )
+from harness_exit_gate._trust import PROTECTED_PATHS, base_manifest_bytes, gate_inside_checkout, is_protected
 from harness_kernel.events import Event, EventType, create_event, serialize_event
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest, manifest_permissions
 from harness_kernel.policy import decide, path_allowed
@@ -70,6 +72,7 @@ _MAX_TIMEOUT_MS: Final = 2_147_483_647
 _BLOCKING: Final = frozenset(
     (
         "PATH_SCOPE_VIOLATION",
+        "PROTECTED_PATH_VIOLATION",
         "POST_TEST_PATH_SCOPE_VIOLATION",
         "PROCESS_EXEC_DENIED",
         "PROCESS_EXEC_APPROVAL_REQUIRED",
@@ -95,6 +98,12 @@ class RunOptions:
     ci_head_ref: str | None = None
     head_sha: str | None = None
     pull_request_url: str | None = None
+    allow_gate_in_checkout: bool = False
+
+    @property
+    def ci(self) -> bool:
+        """Whether the CI flags select CI mode (exit-gate.md §6.1)."""
+        return self.ci_head_ref is not None or self.head_sha is not None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,16 +226,33 @@ class _Run:
             )
         return _Manifest(path=expected, digest=hashlib.sha256(data).hexdigest(), manifest=manifest)
 
+    def read_base_manifest(self, git: Git, base_sha: str, task_id: str) -> TaskManifest:
+        """The manifest the gate enforces: the base commit's ``tasks/<id>.yaml``, never the head's."""
+        try:
+            data = base_manifest_bytes(git, base_sha, task_id)
+        except GitCheckError as error:
+            raise _Preflight("manifest", "MANIFEST_READ_FAILED", error.message) from None
+        except ExitGateError as error:
+            raise _Preflight("manifest", error.code, error.message) from None
+        try:
+            manifest = load_task_manifest(data)
+        except ManifestParseError as error:
+            message = f"the base's tasks/{task_id}.yaml is invalid: {error}"
+            raise _Preflight("manifest", "MANIFEST_INVALID", message, _issues(error)) from None
+        if manifest.id != task_id:
+            message = f"the base's tasks/{task_id}.yaml declares id {manifest.id!r}"
+            raise _Preflight("manifest", "MANIFEST_PATH_INVALID", message)
+        return manifest
+
     # -------------------------------------------------------------- git preflight
 
-    def git_preflight(self, git: Git, task_id: str) -> tuple[GitState, str, str, str]:
+    def git_preflight(self, git: Git, task_id: str) -> tuple[GitState, BaseInfo]:
         branch = f"tasks/{task_id}"
         try:
             state = read_state(git)
             check_repository_safety(git)
             options = self.options
-            ci = options.ci_head_ref is not None or options.head_sha is not None
-            if ci:
+            if options.ci:
                 head_ref = options.ci_head_ref or ""
                 head_sha = options.head_sha or ""
                 base = options.base or ""
@@ -258,7 +284,7 @@ class _Run:
             self.decision("git.branch", branch, "deny", error.message)
             raise _Preflight("git", error.code, error.message) from None
         self.decision("git.branch", branch, "allow", f"HEAD is verified as {branch}")
-        return state, base_info.ref, base_info.sha, base_info.merge_base
+        return state, base_info
 
     # -------------------------------------------------------------- scope
 
@@ -268,21 +294,45 @@ class _Run:
         return [
             path
             for path in snapshot.policy_paths
-            if path.startswith(RUNS_DIR) or path == RUNS_DIR.rstrip("/") or not path_allowed(allowed, path)
+            if _reserved(path) or is_protected(path) or not path_allowed(allowed, path)
         ]
 
     def scope_decision(self, subject: str, violations: list[str]) -> None:
         if violations:
+            where = "outside allowed_paths"
+            if any(is_protected(path) and not _reserved(path) for path in violations):
+                where += " or under the gate's protected paths"
             self.decision(
-                "workspace.path_scope",
-                subject,
-                "deny",
-                f"{len(violations)} changed path(s) outside allowed_paths",
+                "workspace.path_scope", subject, "deny", f"{len(violations)} changed path(s) {where}"
             )
         else:
             self.decision(
                 "workspace.path_scope", subject, "allow", "every changed path is inside allowed_paths"
             )
+
+
+def _reserved(path: str) -> bool:
+    """``tasks/runs/`` and the name itself: the gate's evidence, never a task's write."""
+    return path.startswith(RUNS_DIR) or path == RUNS_DIR.rstrip("/")
+
+
+def _scope_failures(run: _Run, violations: list[str]) -> None:
+    """Pre-test step 6: protected paths first (the clearer reason), then the rest of the scope."""
+    assert run.task is not None
+    protected = [path for path in violations if is_protected(path) and not _reserved(path)]
+    others = [path for path in violations if path not in protected]
+    if protected:
+        own = f"tasks/{run.task.id}.yaml"
+        message = (
+            "changed paths the gate relies on, which no task may change whatever its allowed_paths "
+            f"({', '.join(PROTECTED_PATHS)}): " + ", ".join(protected)
+        )
+        if own in protected:
+            message += f"; {own} is this task's merged manifest, which a branch never edits"
+        run.fail("policy", "PROTECTED_PATH_VIOLATION", message)
+    if others:
+        message = "changed paths outside allowed_paths: " + ", ".join(others)
+        run.fail("policy", "PATH_SCOPE_VIOLATION", message)
 
 
 def _timeout(text: str) -> int | None:
@@ -304,19 +354,23 @@ class _Context:
     git: Git
     manifest: _Manifest
     state: GitState
-    base_ref: str
-    base_sha: str
-    merge_base: str
+    base: BaseInfo
     runs_baseline: dict[str, str]
 
 
 def _prepare(run: _Run, root: str) -> _Context:
+    """Steps 2 and 3: the manifest named by the argument, the git preflight, the base's manifest.
+
+    The work tree's manifest names the task and must stay put during the run; the manifest the
+    gate enforces (scope, permissions, title) is the base commit's copy.
+    """
     git = Git(root)
     manifest_info: _Manifest | None = None
     try:
         manifest_info = run.read_manifest(root)
         run.task = manifest_info.manifest
-        state, base_ref, base_sha, merge_base = run.git_preflight(git, run.task.id)
+        state, base = run.git_preflight(git, run.task.id)
+        run.task = run.read_base_manifest(git, base.sha, run.task.id)
         runs_baseline = fingerprint_runs(root)
         try:
             again = run.read_manifest(root)
@@ -330,21 +384,14 @@ def _prepare(run: _Run, root: str) -> _Context:
         error.manifest = manifest_info
         raise
     return _Context(
-        root=root,
-        git=git,
-        manifest=manifest_info,
-        state=state,
-        base_ref=base_ref,
-        base_sha=base_sha,
-        merge_base=merge_base,
-        runs_baseline=runs_baseline,
+        root=root, git=git, manifest=manifest_info, state=state, base=base, runs_baseline=runs_baseline
     )
 
 
 def _snapshot(run: _Run, context: _Context, subject: str) -> tuple[Snapshot | None, list[str]]:
     try:
         snapshot = capture_stable_snapshot(
-            context.git, context.root, context.merge_base, context.runs_baseline, context.state
+            context.git, context.root, context.base, context.runs_baseline, context.state
         )
     except GitCheckError as error:
         run.decision("workspace.path_scope", subject, "deny", error.message)
@@ -407,6 +454,26 @@ def _manifest_unchanged(run: _Run, context: _Context) -> bool:
     return after.path == context.manifest.path and after.digest == context.manifest.digest
 
 
+def _check_installation(options: RunOptions, root: str) -> None:
+    """Step 1: the gate judging a checkout must not be that checkout's own code.
+
+    Raises:
+        _Preflight: ``GIT_CI_CONTEXT_INVALID`` for the development flag in CI mode;
+            ``GATE_INSIDE_CHECKOUT`` when the gate runs from the checkout without the flag.
+    """
+    if options.ci and options.allow_gate_in_checkout:
+        message = "--allow-gate-in-checkout is for local development; CI runs the base's gate"
+        raise _Preflight("git", "GIT_CI_CONTEXT_INVALID", message)
+    inside = gate_inside_checkout(root)
+    if inside is not None and not options.allow_gate_in_checkout:
+        message = (
+            f"the gate runs from {inside}, inside the checkout it judges, so the branch wrote its judge; "
+            "install the base's gate outside the checkout (.ci/exit-gate does), or pass "
+            "--allow-gate-in-checkout for an advisory local run"
+        )
+        raise _Preflight("git", "GATE_INSIDE_CHECKOUT", message)
+
+
 def run_gate(options: RunOptions) -> RunOutcome:
     """Run the exit gate once and write its evidence (exit-gate.md §5, §9)."""
     run = _Run(options)
@@ -415,15 +482,15 @@ def run_gate(options: RunOptions) -> RunOutcome:
         unavailable = _Preflight("git", "GIT_REPOSITORY_UNAVAILABLE", "the cwd is not in a git repository")
         return _preflight_report(run, None, unavailable)
     try:
+        _check_installation(options, root)
         context = _prepare(run, root)
     except _Preflight as error:
         return _preflight_report(run, root, error)
-    task = context.manifest.manifest
+    task = run.task
+    assert task is not None
     run.emit("task.updated", {"taskId": task.id, "phase": "running"})
     pre_test, violations = _snapshot(run, context, "pre-tests")
-    if violations:
-        message = "changed paths outside allowed_paths: " + ", ".join(violations)
-        run.fail("policy", "PATH_SCOPE_VIOLATION", message)
+    _scope_failures(run, violations)
     post_test: Snapshot | None = None
     tests: TestsRecord | None = None
     timeout_ms = _timeout(options.timeout_ms)
@@ -436,7 +503,9 @@ def run_gate(options: RunOptions) -> RunOutcome:
             run.decision("workspace.path_scope", "post-test-manifest", "deny", message)
             run.fail("policy", "MANIFEST_MUTATED_DURING_RUN", message)
         if post_violations:
-            message = "the test command changed paths outside allowed_paths: " + ", ".join(post_violations)
+            message = "the test command changed paths outside allowed_paths or protected paths: " + ", ".join(
+                post_violations
+            )
             run.fail("policy", "POST_TEST_PATH_SCOPE_VIOLATION", message)
             violations = sorted(set(violations) | set(post_violations))
         if not cleanup_confirmed:
@@ -446,14 +515,14 @@ def run_gate(options: RunOptions) -> RunOutcome:
     if pre_test is not None:
         git_evidence = GitEvidence(
             repository_root=root,
-            mode="ci" if options.ci_head_ref is not None or options.head_sha is not None else "local",
+            mode="ci" if options.ci else "local",
             expected_branch=f"tasks/{task.id}",
             actual_branch=f"tasks/{task.id}" if context.state.branch is not None else UNSET,
             detached=context.state.branch is None,
             head_sha=context.state.head,
-            base_ref=context.base_ref,
-            base_sha=context.base_sha,
-            merge_base_sha=context.merge_base,
+            base_ref=context.base.ref,
+            base_sha=context.base.sha,
+            merge_base_sha=context.base.merge_base,
             pre_test=pre_test,
             post_test=post_test if post_test is not None else UNSET,
         )

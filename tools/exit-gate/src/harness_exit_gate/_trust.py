@@ -1,0 +1,83 @@
+"""What the gate trusts: the base's manifest, its own installation, paths no task may change.
+
+The branch under judgement controls its work tree, its commits and whatever its scripts run;
+it must control none of the gate's inputs (docs/decisions/003-exit-gate-trusts-the-base.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Final
+
+import harness_kernel
+from harness_exit_gate._errors import ExitGateError
+from harness_exit_gate._git import Git
+from harness_kernel.manifest import MAX_MANIFEST_BYTES
+
+__all__ = [
+    "PROTECTED_PATHS",
+    "base_manifest_bytes",
+    "gate_inside_checkout",
+    "is_protected",
+]
+
+PROTECTED_PATHS: Final = ("tasks/", "tools/exit-gate/", ".ci/", ".github/")
+"""What the gate relies on, fixed in code: every manifest and golden scenario, the gate's own
+source, the CI scripts and the hosted workflows. No task may change them, whatever its
+``allowed_paths`` say; they change through reviewed branches that are not task branches."""
+
+_REGULAR_FILE_MODES: Final = ("100644", "100755")
+
+
+def is_protected(path: str) -> bool:
+    """Whether ``path`` lies under (or replaces) one of the :data:`PROTECTED_PATHS`."""
+    return any(path.startswith(prefix) or path == prefix.rstrip("/") for prefix in PROTECTED_PATHS)
+
+
+def gate_inside_checkout(root: str) -> str | None:
+    """The first part of the running gate that lies inside ``root``, or ``None``.
+
+    The gate's verdict comes from its own package, the kernel's policy and manifest model, and
+    the interpreter environment that imports them. When any of them lives in the checkout the
+    gate judges, the branch wrote the judge: an editable install of the head, or a ``.venv``
+    the head's ``uv sync`` built (where a ``.pth`` file can run anything at start-up).
+    """
+    real_root = os.path.realpath(root)
+    locations = (
+        os.path.dirname(__file__),
+        os.path.dirname(harness_kernel.__file__),
+        sys.prefix,
+    )
+    for location in locations:
+        real = os.path.realpath(location)
+        if os.path.commonpath((real_root, real)) == real_root:
+            return real
+    return None
+
+
+def base_manifest_bytes(git: Git, base_sha: str, task_id: str) -> bytes:
+    """The bytes of ``tasks/<task_id>.yaml`` in the base commit's tree, read through git.
+
+    Only a regular file counts: a symlink's blob is its target's name, and a tree is not a
+    manifest. At most one byte past the size limit is returned, so the parser reports the size.
+
+    Raises:
+        ExitGateError: ``MANIFEST_NOT_ON_BASE`` when the base has no such file;
+            ``MANIFEST_PATH_INVALID`` when it is not a regular file there.
+        GitCheckError: a failing git command.
+    """
+    path = f"tasks/{task_id}.yaml"
+    listing = git.run("ls-tree", "-z", "--full-tree", base_sha, "--", path).stdout.split(b"\0")
+    entries = [entry for entry in listing if entry]
+    if not entries:
+        message = (
+            f"{path} is not on the base {base_sha}: a new task's manifest must land on the base "
+            "first, and the gate enforces the base's copy, never the branch's"
+        )
+        raise ExitGateError("MANIFEST_NOT_ON_BASE", message)
+    header, _, _ = entries[0].partition(b"\t")
+    mode, kind, blob = header.decode("ascii", "replace").split(" ")
+    if kind != "blob" or mode not in _REGULAR_FILE_MODES:
+        raise ExitGateError("MANIFEST_PATH_INVALID", f"{path} is not a regular file on the base {base_sha}")
+    return git.run("cat-file", "blob", blob).stdout[: MAX_MANIFEST_BYTES + 1]
