@@ -962,7 +962,12 @@ async def phase_stalled(directory: Path, arguments: argparse.Namespace, verdicts
 
 @asynccontextmanager
 async def server_process(
-    directory: Path, name: str, *, stalled: bool = False, trace: bool = False
+    directory: Path,
+    name: str,
+    *,
+    stalled: bool = False,
+    trace: bool = False,
+    descriptor_limit: int | None = None,
 ) -> AsyncGenerator[tuple[trio.Process, str, Path]]:
     """``python -m agent_server serve`` on an ephemeral port; yields ``(process, url, db path)``.
 
@@ -999,7 +1004,14 @@ async def server_process(
         command += ["--trace"] if trace else []
     log = (directory / f"{name}.log").open("wb")
     stdin = subprocess.PIPE if stalled else None
-    process = await trio.lowlevel.open_process(command, stdin=stdin, stdout=subprocess.PIPE, stderr=log)
+
+    def limit_descriptors() -> None:
+        if descriptor_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (descriptor_limit, descriptor_limit))
+
+    process = await trio.lowlevel.open_process(
+        command, stdin=stdin, stdout=subprocess.PIPE, stderr=log, preexec_fn=limit_descriptors
+    )
     try:
         assert process.stdout is not None
         line = b""
@@ -1033,6 +1045,67 @@ async def settle(measure: Callable[[], int], baseline: int, seconds: float) -> i
             await trio.sleep(0.05)
             value = measure()
     return value
+
+
+FLOOD_DESCRIPTOR_LIMIT: Final = 1024
+
+
+async def client_latency(url: str) -> float:
+    """Seconds for one client to connect, authenticate and initialize."""
+    started = time.perf_counter()
+    async with connect(url) as client:
+        await client.initialize()
+    return time.perf_counter() - started
+
+
+async def phase_flood(directory: Path, arguments: argparse.Namespace, verdicts: Verdicts) -> dict[str, Any]:
+    """Idle sockets that never send a request, beyond the server's descriptors (issue #15, finding 7)."""
+    count = arguments.flood
+    print(
+        f"flood: {count} idle sockets that never send a request, against a server subprocess"
+        f" limited to {FLOOD_DESCRIPTOR_LIMIT} descriptors",
+        flush=True,
+    )
+    async with server_process(directory, "flood", descriptor_limit=FLOOD_DESCRIPTOR_LIMIT) as (_, url, _db):
+        port = urlsplit(url).port
+        assert port is not None
+        quiet = sorted([await client_latency(url) for _ in range(5)])
+        idle: list[trio.SocketStream] = []
+        try:
+            with trio.move_on_after(arguments.timeout):
+                for _ in range(count):
+                    idle.append(await trio.open_tcp_stream("127.0.0.1", port))
+            await trio.sleep(0.5)  # let the server accept (and evict) what it can
+            flooded: list[float] = []
+            for _ in range(5):
+                with trio.move_on_after(30) as late:
+                    flooded.append(await client_latency(url))
+                if late.cancelled_caught:
+                    flooded.append(math.inf)
+            flooded.sort()
+            evicted = 0
+            for stream in idle:
+                with trio.move_on_after(0.01):
+                    evicted += await stream.receive_some(1) == b""
+        finally:
+            for stream in idle:
+                await stream.aclose()
+    print(
+        f"  client connect+initialize p50: {quiet[2] * 1000:.1f} ms quiet, {flooded[2] * 1000:.1f} ms"
+        f" with {len(idle)} idle sockets open ({evicted} of them already closed by the server); worst"
+        f" {flooded[-1] * 1000:.1f} ms"
+    )
+    verdicts.expect(
+        "a client gets in within 1 s while idle sockets exceed the server's descriptors",
+        flooded[-1] < 1.0,
+        f"worst {flooded[-1] * 1000:.1f} ms, quiet p50 {quiet[2] * 1000:.1f} ms",
+    )
+    return {
+        "idle_sockets": len(idle),
+        "evicted": evicted,
+        "quiet_p50_ms": quiet[2] * 1000,
+        "flooded_ms": [seconds * 1000 for seconds in flooded],
+    }
 
 
 async def phase_cycles(directory: Path, arguments: argparse.Namespace, verdicts: Verdicts) -> dict[str, Any]:
@@ -1214,6 +1287,7 @@ async def run(arguments: argparse.Namespace) -> dict[str, Any]:
             await handle.aclose()
         phases = [
             ("stalled", lambda: phase_stalled(directory, arguments, verdicts)),
+            ("flood", lambda: phase_flood(directory, arguments, verdicts)),
             ("cycles", lambda: phase_cycles(directory, arguments, verdicts)),
             ("sigterm", lambda: phase_sigterm(directory, arguments, verdicts)),
         ]
@@ -1267,6 +1341,7 @@ def main() -> None:
     arguments.offenders = 2 if quick else 10
     arguments.task_cycles = 100 if quick else 1000
     arguments.stalled = 4 if quick else 32
+    arguments.flood = 1100
     arguments.cycles = 500 if quick else 10_000
     arguments.sigterm_sessions = 10 if quick else 64
     raise_fd_limit()
