@@ -15,6 +15,7 @@ from harness_kernel.evals import (
     decode_scenario,
     execute_scenario,
     load_scenario,
+    load_script,
     stream_satisfies,
 )
 from harness_kernel.events import create_event
@@ -209,3 +210,41 @@ async def test_the_repository_golden_scenario_passes() -> None:
     assert outcome.id == "kernel-0001-golden"
     assert outcome.golden_run.status == "completed"
     assert outcome.golden_run.event_count == 5
+
+
+_SCRIPT_FORMS = {
+    "JSON array": (
+        '[{"content": "hello"}, {"toolCalls": [{"id": "c1", "name": "echo", "arguments": {"m": 1}}]}]'
+    ),
+    "YAML flow list": "[{content: hello}, {toolCalls: [{id: c1, name: echo, arguments: {m: 1}}]}]",
+    "YAML block list": "- content: hello\n- toolCalls:\n    - {id: c1, name: echo, arguments: {m: 1}}\n",
+    "scenario": (
+        "id: s\nuses_tasks: [t]\nexpect: {run: {status: completed}}\nscript:\n"
+        "  - content: hello\n  - toolCalls: [{id: c1, name: echo, arguments: {m: 1}}]\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_SCRIPT_FORMS))
+def test_load_script_reads_a_list_of_turns_in_any_style_or_a_scenario(form: str) -> None:
+    script = load_script(_SCRIPT_FORMS[form])
+    assert [turn.content for turn in script] == ["hello", None]
+    calls = script[1].tool_calls
+    assert calls is not None
+    assert [(call.id, call.name, call.arguments) for call in calls] == [("c1", "echo", {"m": 1})]
+
+
+@pytest.mark.parametrize(
+    ("text", "issue"),
+    [
+        ("[{content: hi}, 3]", ("script.1", "expected a mapping, got int")),
+        ('[{"content": "hi"}, {"toolCalls": [{"id": "c"}]}]', ("script.1.toolCalls.0.name", "is required")),
+        ("- content: hi\n- bogus: 1\n", ("script.1.bogus", "unknown key")),
+        ("{a: 1}", ("a", "unknown key")),
+        ("just text", ("<root>", "expected a mapping, got string")),
+    ],
+)
+def test_load_script_names_the_position_of_what_is_not_a_turn(text: str, issue: tuple[str, str]) -> None:
+    with pytest.raises(ScenarioParseError) as refused:
+        load_script(text)
+    assert issue in refused.value.issues

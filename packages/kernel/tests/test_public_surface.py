@@ -75,6 +75,7 @@ EXPECTED: dict[str, set[str]] = {
         "decode_scenario",
         "execute_scenario",
         "load_scenario",
+        "load_script",
         "stream_satisfies",
     },
     "harness_kernel.events": {

@@ -144,6 +144,40 @@ async def test_scenario_and_tools_flags_configure_the_model_and_catalogue(tmp_pa
         await handle.aclose()
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"content": "scripted hello"}]',
+        "[{content: scripted hello}]",
+        "- content: scripted hello\n",
+    ],
+)
+def test_scenario_flag_accepts_a_json_flow_or_block_list_of_turns(text: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "turns.yaml"
+    scenario.write_text(text)
+    argv = ["serve", "--no-db", "--workspace-root", str(tmp_path), "--scenario", str(scenario)]
+    config = build_config(_parser().parse_args(argv), {})
+    model = config.models["fake-model/v1"]()
+    assert type(model).__name__ == "FakeModel"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[{content: hi}, 3]", "script.1 expected a mapping, got int"),
+        ("id: only-an-id\n", "script is required"),
+    ],
+)
+def test_scenario_flag_refuses_what_is_not_a_script_naming_the_position(
+    text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "turns.yaml"
+    scenario.write_text(text)
+    argv = ["serve", "--no-db", "--workspace-root", str(tmp_path), "--scenario", str(scenario)]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
 async def test_workspace_adapter_flag_or_variable_admits_read_file(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "note.txt").write_text("from the CLI\n")

@@ -49,6 +49,7 @@ __all__ = [
     "decode_scenario",
     "execute_scenario",
     "load_scenario",
+    "load_script",
     "stream_satisfies",
 ]
 
@@ -439,11 +440,11 @@ def decode_scenario(obj: object) -> Scenario:
     return scenario
 
 
-def load_scenario(text: str) -> Scenario:
-    """Parse one strict YAML scenario (one document; no anchors, aliases, tags or duplicates).
+def _read_document(text: object, decoder: _Decoder) -> object:
+    """The one strict YAML document of a scenario file; what it refuses goes to ``decoder``.
 
     Raises:
-        ScenarioParseError: with every issue found.
+        ScenarioParseError: the text is not a ``str``, too large, or not a complete document.
     """
     if type(text) is not str:
         raise ScenarioParseError([(ROOT, f"scenario text must be a str, got {describe_kind(text)}")])
@@ -457,12 +458,45 @@ def load_scenario(text: str) -> Scenario:
     issues = [(path, message.replace("manifest must", "scenario must")) for path, message in document.issues]
     if not document.complete:
         raise ScenarioParseError(issues)
-    decoder = _Decoder()
     decoder.issues.extend(issues)
-    scenario = decoder.scenario(document.value)
+    return document.value
+
+
+def load_scenario(text: str) -> Scenario:
+    """Parse one strict YAML scenario (one document; no anchors, aliases, tags or duplicates).
+
+    Raises:
+        ScenarioParseError: with every issue found.
+    """
+    decoder = _Decoder()
+    scenario = decoder.scenario(_read_document(text, decoder))
     if scenario is None or decoder.issues:
         raise ScenarioParseError(decoder.issues or [(ROOT, "scenario is not valid")])
     return scenario
+
+
+def load_script(text: str) -> tuple[ScriptedTurn, ...]:
+    """The model script of a scenario file, or of a file that holds only a list of turns.
+
+    The file is read as one strict YAML document, so a list in any style is recognised by
+    what it decodes to: a JSON array, a YAML flow list or a block list. A list's items are
+    reported as ``script.<index>``, as in a scenario.
+
+    Raises:
+        ScenarioParseError: with every issue found, each naming its position.
+    """
+    decoder = _Decoder()
+    value = _read_document(text, decoder)
+    if type(value) is list or type(value) is tuple:
+        items = cast("list[object] | tuple[object, ...]", value)
+        turns = [decoder.turn(item, join_path("script", str(index))) for index, item in enumerate(items)]
+        script = None if decoder.issues else tuple(cast("list[ScenarioTurn]", turns))
+    else:
+        scenario = decoder.scenario(value)
+        script = None if scenario is None else scenario.script
+    if script is None or decoder.issues:
+        raise ScenarioParseError(decoder.issues or [(ROOT, "scenario is not valid")])
+    return tuple(_turn(turn) for turn in script)
 
 
 # ------------------------------------------------------------------ invariants
