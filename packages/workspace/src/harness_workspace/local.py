@@ -24,6 +24,7 @@ from typing import Final, Literal, TypeVar
 
 import trio
 
+from harness_workspace._git.bounds import Budget, ReaderLimits
 from harness_workspace._local_errors import (
     LOCAL_WORKSPACE_ERROR_CODES,
     WORKSPACE_COMMAND_ABORTED,
@@ -31,7 +32,9 @@ from harness_workspace._local_errors import (
     WORKSPACE_COMMAND_NOT_FOUND,
     WORKSPACE_DISPOSED,
     WORKSPACE_GIT_FAILED,
+    WORKSPACE_GIT_TOO_LARGE,
     WORKSPACE_GIT_UNAVAILABLE,
+    WORKSPACE_GIT_UNSUPPORTED,
     WORKSPACE_INVALID_UTF8,
     WORKSPACE_IO_FAILED,
     WORKSPACE_LINKED_FILE,
@@ -72,7 +75,9 @@ __all__ = [
     "WORKSPACE_COMMAND_NOT_FOUND",
     "WORKSPACE_DISPOSED",
     "WORKSPACE_GIT_FAILED",
+    "WORKSPACE_GIT_TOO_LARGE",
     "WORKSPACE_GIT_UNAVAILABLE",
+    "WORKSPACE_GIT_UNSUPPORTED",
     "WORKSPACE_INVALID_UTF8",
     "WORKSPACE_IO_FAILED",
     "WORKSPACE_LINKED_FILE",
@@ -191,6 +196,7 @@ class LocalWorkspace:
         self._disposed = False
         self._drained: trio.Event | None = None
         self._process_scopes: set[trio.CancelScope] = set()
+        self._stops: set[threading.Event] = set()
 
     @property
     def resolver(self) -> ResolverName:
@@ -251,13 +257,50 @@ class LocalWorkspace:
         finally:
             self._release()
 
-    async def dispose(self) -> None:
-        """Kill running commands, wait for in-flight operations, close the root; idempotent.
+    async def _in_stoppable_thread(self, operation: str, work: Callable[[int, threading.Event], _T]) -> _T:
+        """Run ``work`` in a thread that gives up when told to, by ``dispose`` or cancellation.
 
-        Every other operation afterwards raises ``WORKSPACE_DISPOSED``.
+        ``work`` must check the event as it goes. The thread is never abandoned: on
+        cancellation the event is set and the call waits, shielded, until the thread has
+        returned, so the lease on the root descriptor outlives every use of it.
+        """
+        root_fd = self._acquire(operation)
+        stop = threading.Event()
+        finished = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def run() -> _T:
+            try:
+                return work(root_fd, stop)
+            finally:
+                token.run_sync_soon(finished.set)
+
+        with self._lock:
+            self._stops.add(stop)
+            if self._disposed:
+                stop.set()
+        try:
+            try:
+                return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+            except trio.Cancelled:
+                stop.set()
+                with trio.CancelScope(shield=True):
+                    await finished.wait()
+                raise
+        finally:
+            with self._lock:
+                self._stops.discard(stop)
+            self._release()
+
+    async def dispose(self) -> None:
+        """Kill running commands, stop ``diff`` and ``snapshot``, wait for in-flight work, close the root.
+
+        Idempotent. Every other operation afterwards raises ``WORKSPACE_DISPOSED``.
         """
         with self._lock:
             self._disposed = True
+            for stop in self._stops:
+                stop.set()
             if self._users == 0:
                 self._close_root()
                 return
@@ -484,27 +527,49 @@ class LocalWorkspace:
         except OSError as error:
             fail_os(error, path, "execute")
 
+    def _budget(self, operation: str, stop: threading.Event) -> Budget:
+        return Budget(
+            operation, ReaderLimits(), timeout_ms=self._process_limits.default_timeout_ms, stop=stop
+        )
+
     async def diff(self) -> str:
-        """Return ``git diff`` of the root's work tree (see the git helper for the exact form).
+        """Return the work tree's changes against ``HEAD`` as a git-style patch.
+
+        The patch covers modified, deleted and untracked files (ignored untracked files are
+        left out) in the form ``git diff`` prints and ``git apply`` reads. It is computed by
+        reading the repository directly: no git program runs and nothing from the
+        repository's configuration applies, so no filter, diff driver, hook or fsmonitor can
+        run. The root's ``.git`` must be a real folder; symlinks inside it, ``commondir``
+        and alternates are refused. The work is bounded by the process limits'
+        ``default_timeout_ms`` and ``max_output_bytes`` (a longer patch is an error, never
+        cut), and :meth:`dispose` stops it.
 
         Raises:
-            LocalWorkspaceError: ``WORKSPACE_GIT_UNAVAILABLE``, ``WORKSPACE_NOT_A_REPOSITORY``,
-                ``WORKSPACE_DISPOSED``.
+            LocalWorkspaceError: ``WORKSPACE_NOT_A_REPOSITORY``, ``WORKSPACE_GIT_UNSUPPORTED``,
+                ``WORKSPACE_GIT_FAILED``, ``WORKSPACE_GIT_TOO_LARGE``,
+                ``WORKSPACE_OUTPUT_TOO_LARGE``, ``WORKSPACE_SYMLINK_REFUSED``,
+                ``WORKSPACE_PATH_ESCAPES_ROOT``, ``WORKSPACE_IO_FAILED``, ``WORKSPACE_DISPOSED``.
         """
         self._refuse_if_disposed("diff")
-        limits = self._process_limits
-        return await self._with_processes("diff", lambda root_fd: git_diff(root_fd, limits=limits))
+        cap = self._process_limits.max_output_bytes
+        return await self._in_stoppable_thread(
+            "diff",
+            lambda root_fd, stop: git_diff(root_fd, self._budget("diff", stop), max_output_bytes=cap),
+        )
 
     async def snapshot(self) -> WorkspaceSnapshot:
-        """Return an identifier of the work tree's current state, computed with git.
+        """Return ``git-tree-<id>``: the tree id ``git add --all && git write-tree`` would give.
+
+        Computed like :meth:`diff`, without running git or writing anything. The metadata
+        holds ``adapter``, ``head`` (the commit, or ``None``), ``tree`` and ``dirty``.
 
         Raises:
-            LocalWorkspaceError: ``WORKSPACE_GIT_UNAVAILABLE``, ``WORKSPACE_NOT_A_REPOSITORY``,
-                ``WORKSPACE_DISPOSED``.
+            LocalWorkspaceError: as :meth:`diff`, except ``WORKSPACE_OUTPUT_TOO_LARGE``.
         """
         self._refuse_if_disposed("snapshot")
-        limits = self._process_limits
-        return await self._with_processes("snapshot", lambda root_fd: git_snapshot(root_fd, limits=limits))
+        return await self._in_stoppable_thread(
+            "snapshot", lambda root_fd, stop: git_snapshot(root_fd, self._budget("snapshot", stop))
+        )
 
 
 class _Listing:
