@@ -13,8 +13,6 @@ import subprocess
 from pathlib import Path
 
 from harness_workspace import WorkspaceSnapshot
-from harness_workspace._git.bounds import Budget, ReaderLimits
-from harness_workspace._local_git import git_diff, git_snapshot
 from harness_workspace.local import LocalWorkspace
 
 GIT_ENVIRONMENT = {
@@ -115,20 +113,6 @@ async def workspace_snapshot(root: Path) -> WorkspaceSnapshot:
         return await workspace.snapshot()
     finally:
         await workspace.dispose()
-
-
-def read_with_limits(
-    root: Path, operation: str, limits: ReaderLimits, *, max_output_bytes: int = 1 << 30
-) -> object:
-    """Run the reader directly with small ``limits`` (the adapter always uses the defaults)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        budget = Budget(operation, limits, timeout_ms=30_000)
-        if operation == "diff":
-            return git_diff(fd, budget, max_output_bytes=max_output_bytes)
-        return git_snapshot(fd, budget)
-    finally:
-        os.close(fd)
 
 
 def folder_state(folder: Path) -> dict[str, tuple[int, bytes]]:
