@@ -75,6 +75,7 @@ class IgnorePattern:
         "_never",
         "_sets",
         "_skip",
+        "_skip_on_entry",
         "_star",
         "_suffix",
         "_width",
@@ -92,7 +93,8 @@ class IgnorePattern:
         self._never = False
         self._literals: dict[int, int] = {}
         self._sets: list[tuple[int, frozenset[int]]] = []
-        self._any = self._star = self._globstar = self._globstar_slash = self._skip = 0
+        self._any = self._star = self._globstar = self._globstar_slash = 0
+        self._skip = self._skip_on_entry = 0
         self._width = 0
         if not _WILDCARDS.intersection(pattern):
             self._literal = pattern
@@ -127,7 +129,7 @@ class IgnorePattern:
                 self._skip |= bit
             else:
                 self._globstar_slash |= bit
-                self._skip |= bit
+                self._skip_on_entry |= bit
         self._width = len(tokens)
 
     def matches(self, text: bytes) -> bool:
@@ -138,7 +140,7 @@ class IgnorePattern:
             return text.endswith(self._suffix)
         if self._never:
             return False
-        states = self._closure(1)
+        states = self._closure(1, 1)
         literals, sets = self._literals, self._sets
         for byte in text:
             advance = literals.get(byte, 0)
@@ -151,17 +153,22 @@ class IgnorePattern:
                 for bit, members in sets:
                     if byte in members:
                         advance |= bit
-            states = self._closure(((states & advance) << 1) | (states & stay))
+            moved = (states & advance) << 1
+            states = self._closure(moved | (states & stay), moved)
             if not states:
                 return False
         return bool(states >> self._width & 1)
 
-    def _closure(self, states: int) -> int:
-        # A star may match nothing: a state on it also stands on the token after it.
+    def _closure(self, states: int, entered: int) -> int:
+        # "*" and a final "**" may stop matching at any point: a state on one also stands
+        # on the token after it. "**/" may match nothing, but once it has matched a byte
+        # it must end with "/": only a state that has just entered it may skip it.
         while True:
-            grown = states | ((states & self._skip) << 1)
+            added = ((states & self._skip) << 1) | ((entered & self._skip_on_entry) << 1)
+            grown = states | added
             if grown == states:
                 return states
+            entered |= added & ~states
             states = grown
 
 
