@@ -461,3 +461,20 @@ def test_reference_helpers_run_git_without_repository_configuration(repository: 
 
     assert "alias" not in (copy / ".git" / "config").read_text()
     assert subprocess.run(["git", "status"], cwd=copy, capture_output=True, check=False).returncode == 0
+
+
+async def test_abbreviations_grow_where_a_prefix_is_ambiguous_as_gits_do(
+    repository: Path, tmp_path: Path
+) -> None:
+    (repository / "a.txt").write_text("one\nchanged\n")
+    new_blob = git(repository, "hash-object", "a.txt").strip()
+    old_blob = git(repository, "rev-parse", "HEAD:a.txt").strip()
+    for blob in (new_blob, old_blob):
+        # A file name git reads as an object sharing 9 hex digits: both must show 10.
+        twin = blob[:9] + ("0" if blob[9] != "0" else "1") + blob[10:]
+        (repository / ".git" / "objects" / twin[:2]).mkdir(exist_ok=True)
+        (repository / ".git" / "objects" / twin[:2] / twin[2:]).write_bytes(b"")
+
+    diff = await assert_like_git(repository, tmp_path)
+
+    assert f"index {old_blob[:10]}..{new_blob[:10]} 100644\n" in diff

@@ -197,15 +197,19 @@ class _Repository:
         if present:
             entry = read_work_entry(root_fd, path, self.object_format, self._budget)
             if entry is not None:
-                new = Side(*entry)
+                mode, object_id, content = entry
+                new = Side(mode, object_id, self._store.abbreviate(object_id), content)
         if old is not None and new is not None and (old[0], old[1]) == (new.mode, new.object_id):
             return  # changed back since the walk
         if old is None and new is None:
             return
         before = self._side(*old) if old is not None else None
-        patch.add(file_patch(path, before, new, self._budget))
+        null = "0" * self._store.abbreviation_length()
+        patch.add(file_patch(path, before, new, null, self._budget))
 
     def _side(self, mode: int, object_id: bytes) -> Side:
+        abbreviation = self._store.abbreviate(object_id)
         if mode == GITLINK:
-            return Side(mode, object_id, b"Subproject commit %s\n" % object_id.hex().encode("ascii"))
-        return Side(mode, object_id, self._store.read(object_id, BLOB))
+            content = b"Subproject commit %s\n" % object_id.hex().encode("ascii")
+            return Side(mode, object_id, abbreviation, content)
+        return Side(mode, object_id, abbreviation, self._store.read(object_id, BLOB))

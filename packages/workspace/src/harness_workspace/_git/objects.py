@@ -46,6 +46,7 @@ TREE_MODE: Final = 0o040000
 _TYPE_NAMES: Final = {COMMIT: b"commit", TREE: b"tree", BLOB: b"blob", TAG: b"tag"}
 _TYPE_NUMBERS: Final = {name: number for number, name in _TYPE_NAMES.items()}
 _MAX_TAG_DEPTH: Final = 8
+_MIN_ABBREVIATION: Final = 7
 _LOOSE_HEADER: Final = 64
 
 
@@ -74,7 +75,17 @@ class ObjectStore:
         budget: The call's budget.
     """
 
-    __slots__ = ("_budget", "_cache", "_cached_bytes", "_git", "_packs", "algorithm", "hash_size")
+    __slots__ = (
+        "_abbreviation",
+        "_budget",
+        "_cache",
+        "_cached_bytes",
+        "_git",
+        "_loose_names",
+        "_packs",
+        "algorithm",
+        "hash_size",
+    )
 
     def __init__(self, git: GitDirectory, algorithm: ObjectFormat, budget: Budget) -> None:
         self._git = git
@@ -84,6 +95,8 @@ class ObjectStore:
         self._packs: list[Pack] | None = None
         self._cache: OrderedDict[tuple[int, int], tuple[int, bytes]] = OrderedDict()
         self._cached_bytes = 0
+        self._abbreviation: int | None = None
+        self._loose_names: dict[str, list[bytes]] = {}
 
     def close(self) -> None:
         """Close every pack opened so far."""
@@ -229,6 +242,43 @@ class ObjectStore:
             _, (_, evicted) = self._cache.popitem(last=False)
             self._cached_bytes -= len(evicted)
 
+    # -- abbreviations ------------------------------------------------------------
+
+    def abbreviation_length(self) -> int:
+        """git's default abbreviation: 7 hex digits, more once there are over 2^14 packed objects."""
+        if self._abbreviation is None:
+            count = sum(pack.count for pack in self._open_packs())
+            self._abbreviation = max(_MIN_ABBREVIATION, (count.bit_length() + 1) // 2)
+        return self._abbreviation
+
+    def abbreviate(self, object_id: bytes) -> str:
+        """The shortest prefix of ``object_id``, at least the default length, no other object shares."""
+        shared = max((pack.shared_prefix(object_id) for pack in self._open_packs()), default=0)
+        hexadecimal = object_id.hex()
+        for name in self._loose_folder(hexadecimal[:2]):
+            if name != object_id:
+                shared = max(shared, _shared_prefix(hexadecimal, name.hex()))
+        return hexadecimal[: max(self.abbreviation_length(), shared + 1)]
+
+    def _loose_folder(self, folder: str) -> list[bytes]:
+        names = self._loose_names.get(folder)
+        if names is None:
+            names = list[bytes]()
+            fd = self._git.open_directory(("objects", folder))
+            if fd is not None:
+                try:
+                    entries = os.listdir(fd)
+                finally:
+                    os.close(fd)
+                self._budget.entries(len(entries) // 64)
+                for entry in entries:
+                    try:
+                        names.append(bytes.fromhex(folder + entry))
+                    except ValueError:
+                        continue  # not an object file
+            self._loose_names[folder] = names
+        return names
+
     # -- typed objects ------------------------------------------------------------
 
     def commit_tree(self, commit_id: bytes) -> bytes:
@@ -293,6 +343,13 @@ class ObjectStore:
             position = end + 1 + size
         self._budget.entries(len(entries))
         return entries
+
+
+def _shared_prefix(first: str, second: str) -> int:
+    for position, (a, b) in enumerate(zip(first, second, strict=False)):
+        if a != b:
+            return position
+    return min(len(first), len(second))
 
 
 def _canonical_mode(mode: int, budget: Budget, what: str) -> int:

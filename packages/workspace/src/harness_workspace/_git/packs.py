@@ -66,7 +66,17 @@ class Pack:
             ``WORKSPACE_GIT_FAILED`` for an index or pack that is malformed or does not match.
     """
 
-    __slots__ = ("_budget", "_end", "_fd", "_hash_size", "_index", "_large_start", "_offsets_start", "name")
+    __slots__ = (
+        "_budget",
+        "_end",
+        "_fd",
+        "_hash_size",
+        "_index",
+        "_large_start",
+        "_offsets_start",
+        "count",
+        "name",
+    )
 
     def __init__(self, git: GitDirectory, stem: str, hash_size: int, budget: Budget) -> None:
         self.name = stem
@@ -77,6 +87,7 @@ class Pack:
             budget.fail(f"pack index {stem}.idx disappeared")
         self._index = index
         count = self._check_index(index)
+        self.count = count
         self._offsets_start = _FANOUT_END + count * (hash_size + 4)
         self._large_start = self._offsets_start + count * 4
         self._fd = git.open_file(("objects", "pack", f"{stem}.pack"))
@@ -138,6 +149,26 @@ class Pack:
             else:
                 high = middle
         return None
+
+    def shared_prefix(self, object_id: bytes) -> int:
+        """The most leading hex digits ``object_id`` shares with any *other* object of the pack."""
+        index, size = self._index, self._hash_size
+        low, high = 0, self.count
+        while low < high:
+            middle = (low + high) // 2
+            start = _FANOUT_END + middle * size
+            if index[start : start + size] < object_id:
+                low = middle + 1
+            else:
+                high = middle
+        shared = 0
+        for position in (low - 1, low, low + 1):
+            if 0 <= position < self.count:
+                start = _FANOUT_END + position * size
+                other = index[start : start + size]
+                if other != object_id:
+                    shared = max(shared, _shared_hex_digits(object_id, other))
+        return shared
 
     def _offset(self, position: int) -> int:
         value = struct.unpack_from(">I", self._index, self._offsets_start + 4 * position)[0]
@@ -214,6 +245,13 @@ class Pack:
         if produced != entry.size:
             self._budget.fail(f"{self.name}.pack: data at {entry.data_offset} has the wrong size")
         return b"".join(output)
+
+
+def _shared_hex_digits(first: bytes, second: bytes) -> int:
+    for position, (a, b) in enumerate(zip(first, second, strict=False)):
+        if a != b:
+            return 2 * position + (1 if a >> 4 == b >> 4 else 0)
+    return 2 * min(len(first), len(second))
 
 
 def _algorithm(hash_size: int) -> str:

@@ -1,8 +1,9 @@
 """The unified patch text of one file, in the form ``git diff`` prints and ``git apply`` reads.
 
 Per file: ``diff --git a/<path> b/<path>``; ``new file mode``, ``deleted file mode`` or
-``old mode``/``new mode``; ``index <old>..<new>[ <mode>]`` with 7-digit abbreviations
-(``0000000`` for a side that does not exist); then ``Binary files … differ`` when either side
+``old mode``/``new mode``; ``index <old>..<new>[ <mode>]`` with git's abbreviations (at least 7
+digits, more in a large repository or where a prefix is ambiguous; zeros for a side that
+does not exist); then ``Binary files … differ`` when either side
 has a NUL in its first 8 000 bytes (git's rule), or ``---``/``+++`` and the hunks: three lines
 of context, changes closer than seven lines joined, ``@@ -a,b +c,d @@`` followed by the
 nearest earlier line that starts with a letter, ``_`` or ``$`` (git's default function
@@ -29,9 +30,7 @@ __all__ = ["Side", "file_patch", "line_changes"]
 
 _CONTEXT: Final = 3
 _BINARY_PROBE: Final = 8000
-_ABBREVIATION: Final = 7
 _FUNCTION_BYTES: Final = 80
-_NULL_ABBREVIATION: Final = b"0" * _ABBREVIATION
 _NO_NEWLINE: Final = b"\n\\ No newline at end of file\n"
 _QUOTE_ESCAPES: Final = {
     7: b"a",
@@ -48,28 +47,33 @@ _TYPE_MASK: Final = 0o170000
 
 
 class Side(NamedTuple):
-    """One side of a file's change: its mode, object id and bytes."""
+    """One side of a file's change: its mode, object id, the id as the patch shows it, and bytes."""
 
     mode: int
     object_id: bytes
+    abbreviation: str
     content: bytes
 
 
-def file_patch(path: bytes, old: Side | None, new: Side | None, budget: Budget) -> bytes:
-    """Return the patch of one path; a change of type is a deletion followed by a creation."""
+def file_patch(path: bytes, old: Side | None, new: Side | None, null: str, budget: Budget) -> bytes:
+    """Return the patch of one path; a change of type is a deletion followed by a creation.
+
+    ``null`` is the abbreviation shown for a side that does not exist (zeros).
+    """
     if old is not None and new is not None and (old.mode & _TYPE_MASK) != (new.mode & _TYPE_MASK):
-        return _one_patch(path, old, None, budget) + _one_patch(path, None, new, budget)
-    return _one_patch(path, old, new, budget)
+        return _one_patch(path, old, None, null, budget) + _one_patch(path, None, new, null, budget)
+    return _one_patch(path, old, new, null, budget)
 
 
-def _one_patch(path: bytes, old: Side | None, new: Side | None, budget: Budget) -> bytes:
+def _one_patch(path: bytes, old: Side | None, new: Side | None, null_text: str, budget: Budget) -> bytes:
     a_name, b_name = _quote_two(b"a/", path), _quote_two(b"b/", path)
     out = [b"diff --git %s %s\n" % (a_name, b_name)]
+    null = null_text.encode("ascii")
     if old is None:
         assert new is not None
-        out.append(b"new file mode %o\nindex %s..%s\n" % (new.mode, _NULL_ABBREVIATION, _abbreviate(new)))
+        out.append(b"new file mode %o\nindex %s..%s\n" % (new.mode, null, _abbreviate(new)))
     elif new is None:
-        out.append(b"deleted file mode %o\nindex %s..%s\n" % (old.mode, _abbreviate(old), _NULL_ABBREVIATION))
+        out.append(b"deleted file mode %o\nindex %s..%s\n" % (old.mode, _abbreviate(old), null))
     else:
         if old.mode != new.mode:
             out.append(b"old mode %o\nnew mode %o\n" % (old.mode, new.mode))
@@ -92,7 +96,7 @@ def _one_patch(path: bytes, old: Side | None, new: Side | None, budget: Budget) 
 
 
 def _abbreviate(side: Side) -> bytes:
-    return side.object_id.hex()[:_ABBREVIATION].encode("ascii")
+    return side.abbreviation.encode("ascii")
 
 
 def _tab(label: bytes) -> bytes:
