@@ -7,6 +7,10 @@ a component-by-component walk with ``O_NOFOLLOW`` that refuses every symlink. Ab
 paths, ``..`` above the root, symlinks leaving the root, magic links, NUL bytes and
 over-long names are refused with a :class:`LocalWorkspaceError` carrying a stable code.
 
+``diff`` and ``snapshot`` run no program: they read the repository below the root
+themselves (``harness_workspace._git``), so nothing the repository configures (filter or
+diff drivers, hooks, fsmonitor) can choose a program to run, and they write nothing.
+
 This is containment of *paths*, not an operating-system sandbox: a command run through
 :meth:`LocalWorkspace.execute` starts inside the root but has the user's full authority.
 """
@@ -144,13 +148,25 @@ class LocalWorkspace:
     symlink target (``WORKSPACE_SYMLINK_REFUSED``) and a target with more than one hard link
     (``WORKSPACE_LINKED_FILE``).
 
+    ``diff`` and ``snapshot`` read the git repository at the root (``.git`` must be a real
+    folder there) without running git and without writing anything: no configuration,
+    attribute, hook or driver of the repository applies, no symlink inside ``.git`` is
+    followed, and layouts that point elsewhere (``commondir``, alternates, unknown
+    extensions) are refused. They are bounded by ``process_limits.default_timeout_ms``
+    and fixed size limits, and :meth:`dispose` stops them.
+
+    What it does not guarantee: ``execute`` runs programs with the user's full authority
+    (this is not a sandbox), and a hard link made outside the adapter from a file inside
+    the root to one outside is read like any file (also by ``diff``).
+
     Args:
         root: The workspace directory. It is opened once, here (a blocking call); the
             path itself is trusted configuration and may be a symlink.
         max_file_bytes: The byte cap of a file read and of contents written.
         max_list_entries: The most directory entries one ``list_files`` may visit;
             past it the call fails with ``WORKSPACE_LIST_TOO_LARGE`` (no silent truncation).
-        process_limits: Timeouts and output caps of ``execute``, ``diff`` and ``snapshot``.
+        process_limits: Timeouts and output caps of ``execute``; ``diff`` and ``snapshot`` take
+            their deadline (and ``diff`` its largest patch) from them too.
         environment: Extra variables for commands, added to a scrubbed environment.
         resolver: ``"auto"``, or force ``"openat2"`` or ``"walk"`` (for tests).
 
