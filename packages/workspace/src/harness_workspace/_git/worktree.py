@@ -121,6 +121,7 @@ class _Walk:
         try:
             for name in names:
                 if name != b".git":
+                    budget.check()  # ignore rules written by the workspace cost time per entry
                     self._entry(dir_fd, prefix, name, depth, excluded)
         finally:
             if pushed:
