@@ -19,7 +19,9 @@ __all__ = [
     "WORKSPACE_COMMAND_NOT_FOUND",
     "WORKSPACE_DISPOSED",
     "WORKSPACE_GIT_FAILED",
+    "WORKSPACE_GIT_TOO_LARGE",
     "WORKSPACE_GIT_UNAVAILABLE",
+    "WORKSPACE_GIT_UNSUPPORTED",
     "WORKSPACE_INVALID_UTF8",
     "WORKSPACE_IO_FAILED",
     "WORKSPACE_LINKED_FILE",
@@ -75,9 +77,21 @@ WORKSPACE_TIMEOUT_TOO_LARGE: Final = "WORKSPACE_TIMEOUT_TOO_LARGE"
 WORKSPACE_OUTPUT_TOO_LARGE: Final = "WORKSPACE_OUTPUT_TOO_LARGE"
 """A command's (or git's) output exceeded its byte cap where truncation is not acceptable."""
 WORKSPACE_GIT_UNAVAILABLE: Final = "WORKSPACE_GIT_UNAVAILABLE"
-"""``git`` is not installed or could not be run."""
+"""No longer raised: ``diff`` and ``snapshot`` read the repository without a git program.
+
+Kept so that code catching it still imports; it meant "``git`` is not installed or could not
+be run"."""
 WORKSPACE_GIT_FAILED: Final = "WORKSPACE_GIT_FAILED"
-"""git ran but failed (nonzero exit, timeout) for a reason other than "not a repository"."""
+"""The repository could not be read: a missing or corrupt object, ref or pack, or the time limit."""
+WORKSPACE_GIT_UNSUPPORTED: Final = "WORKSPACE_GIT_UNSUPPORTED"
+"""The repository uses a layout or format the reader refuses rather than follows.
+
+``.git/commondir``, ``objects/info/alternates``, ``objects/info/http-alternates``, a
+repository format version above 1, an unknown ``extensions.*`` key (``refStorage =
+reftable`` included) or an unreadable ``.git/config``: each would make the reader look
+outside the root or guess."""
+WORKSPACE_GIT_TOO_LARGE: Final = "WORKSPACE_GIT_TOO_LARGE"
+"""The repository or work tree exceeds a bound of the reader (object size, entries, bytes hashed)."""
 WORKSPACE_NOT_A_REPOSITORY: Final = "WORKSPACE_NOT_A_REPOSITORY"
 """``diff`` or ``snapshot`` needs the root to be a git work tree and it is not."""
 
@@ -103,6 +117,8 @@ LOCAL_WORKSPACE_ERROR_CODES: Final[frozenset[str]] = frozenset(
         WORKSPACE_OUTPUT_TOO_LARGE,
         WORKSPACE_GIT_UNAVAILABLE,
         WORKSPACE_GIT_FAILED,
+        WORKSPACE_GIT_UNSUPPORTED,
+        WORKSPACE_GIT_TOO_LARGE,
         WORKSPACE_NOT_A_REPOSITORY,
     }
 )

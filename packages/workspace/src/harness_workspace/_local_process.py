@@ -85,7 +85,10 @@ _DRAIN_SECONDS: Final = 0.5
 
 
 class ProcessLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The bounds on every process the local workspace starts (its commands and git).
+    """The bounds on every process the local workspace starts, and on ``diff`` and ``snapshot``.
+
+    ``diff`` and ``snapshot`` start no process; they take ``default_timeout_ms`` as their
+    deadline and ``diff`` takes ``max_output_bytes`` as the largest patch it returns.
 
     Attributes:
         default_timeout_ms: The time budget of a command that names none.
@@ -265,7 +268,7 @@ async def run_process(
     limits: ProcessLimits,
     operation: str = "execute",
 ) -> FinishedProcess:
-    """Start ``argv`` and supervise it to the end; the machinery under :func:`run_command` and git.
+    """Start ``argv`` and supervise it to the end; the machinery under :func:`run_command`.
 
     Unlike :func:`run_command` it reports an abort in the result instead of raising, and
     leaves truncation for the caller to judge.

@@ -7,6 +7,10 @@ a component-by-component walk with ``O_NOFOLLOW`` that refuses every symlink. Ab
 paths, ``..`` above the root, symlinks leaving the root, magic links, NUL bytes and
 over-long names are refused with a :class:`LocalWorkspaceError` carrying a stable code.
 
+``diff`` and ``snapshot`` run no program: they read the repository below the root
+themselves (``harness_workspace._git``), so nothing the repository configures (filter or
+diff drivers, hooks, fsmonitor) can choose a program to run, and they write nothing.
+
 This is containment of *paths*, not an operating-system sandbox: a command run through
 :meth:`LocalWorkspace.execute` starts inside the root but has the user's full authority.
 """
@@ -24,6 +28,7 @@ from typing import Final, Literal, TypeVar
 
 import trio
 
+from harness_workspace._git.bounds import Budget, ReaderLimits
 from harness_workspace._local_errors import (
     LOCAL_WORKSPACE_ERROR_CODES,
     WORKSPACE_COMMAND_ABORTED,
@@ -31,7 +36,9 @@ from harness_workspace._local_errors import (
     WORKSPACE_COMMAND_NOT_FOUND,
     WORKSPACE_DISPOSED,
     WORKSPACE_GIT_FAILED,
+    WORKSPACE_GIT_TOO_LARGE,
     WORKSPACE_GIT_UNAVAILABLE,
+    WORKSPACE_GIT_UNSUPPORTED,
     WORKSPACE_INVALID_UTF8,
     WORKSPACE_IO_FAILED,
     WORKSPACE_LINKED_FILE,
@@ -72,7 +79,9 @@ __all__ = [
     "WORKSPACE_COMMAND_NOT_FOUND",
     "WORKSPACE_DISPOSED",
     "WORKSPACE_GIT_FAILED",
+    "WORKSPACE_GIT_TOO_LARGE",
     "WORKSPACE_GIT_UNAVAILABLE",
+    "WORKSPACE_GIT_UNSUPPORTED",
     "WORKSPACE_INVALID_UTF8",
     "WORKSPACE_IO_FAILED",
     "WORKSPACE_LINKED_FILE",
@@ -139,13 +148,25 @@ class LocalWorkspace:
     symlink target (``WORKSPACE_SYMLINK_REFUSED``) and a target with more than one hard link
     (``WORKSPACE_LINKED_FILE``).
 
+    ``diff`` and ``snapshot`` read the git repository at the root (``.git`` must be a real
+    folder there) without running git and without writing anything: no configuration,
+    attribute, hook or driver of the repository applies, no symlink inside ``.git`` is
+    followed, and layouts that point elsewhere (``commondir``, alternates, unknown
+    extensions) are refused. They are bounded by ``process_limits.default_timeout_ms``
+    and fixed size limits, and :meth:`dispose` stops them.
+
+    What it does not guarantee: ``execute`` runs programs with the user's full authority
+    (this is not a sandbox), and a hard link made outside the adapter from a file inside
+    the root to one outside is read like any file (also by ``diff``).
+
     Args:
         root: The workspace directory. It is opened once, here (a blocking call); the
             path itself is trusted configuration and may be a symlink.
         max_file_bytes: The byte cap of a file read and of contents written.
         max_list_entries: The most directory entries one ``list_files`` may visit;
             past it the call fails with ``WORKSPACE_LIST_TOO_LARGE`` (no silent truncation).
-        process_limits: Timeouts and output caps of ``execute``, ``diff`` and ``snapshot``.
+        process_limits: Timeouts and output caps of ``execute``; ``diff`` and ``snapshot`` take
+            their deadline (and ``diff`` its largest patch) from them too.
         environment: Extra variables for commands, added to a scrubbed environment.
         resolver: ``"auto"``, or force ``"openat2"`` or ``"walk"`` (for tests).
 
@@ -191,6 +212,7 @@ class LocalWorkspace:
         self._disposed = False
         self._drained: trio.Event | None = None
         self._process_scopes: set[trio.CancelScope] = set()
+        self._stops: set[threading.Event] = set()
 
     @property
     def resolver(self) -> ResolverName:
@@ -251,13 +273,50 @@ class LocalWorkspace:
         finally:
             self._release()
 
-    async def dispose(self) -> None:
-        """Kill running commands, wait for in-flight operations, close the root; idempotent.
+    async def _in_stoppable_thread(self, operation: str, work: Callable[[int, threading.Event], _T]) -> _T:
+        """Run ``work`` in a thread that gives up when told to, by ``dispose`` or cancellation.
 
-        Every other operation afterwards raises ``WORKSPACE_DISPOSED``.
+        ``work`` must check the event as it goes. The thread is never abandoned: on
+        cancellation the event is set and the call waits, shielded, until the thread has
+        returned, so the lease on the root descriptor outlives every use of it.
+        """
+        root_fd = self._acquire(operation)
+        stop = threading.Event()
+        finished = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def run() -> _T:
+            try:
+                return work(root_fd, stop)
+            finally:
+                token.run_sync_soon(finished.set)
+
+        with self._lock:
+            self._stops.add(stop)
+            if self._disposed:
+                stop.set()
+        try:
+            try:
+                return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+            except trio.Cancelled:
+                stop.set()
+                with trio.CancelScope(shield=True):
+                    await finished.wait()
+                raise
+        finally:
+            with self._lock:
+                self._stops.discard(stop)
+            self._release()
+
+    async def dispose(self) -> None:
+        """Kill running commands, stop ``diff`` and ``snapshot``, wait for in-flight work, close the root.
+
+        Idempotent. Every other operation afterwards raises ``WORKSPACE_DISPOSED``.
         """
         with self._lock:
             self._disposed = True
+            for stop in self._stops:
+                stop.set()
             if self._users == 0:
                 self._close_root()
                 return
@@ -484,27 +543,49 @@ class LocalWorkspace:
         except OSError as error:
             fail_os(error, path, "execute")
 
+    def _budget(self, operation: str, stop: threading.Event) -> Budget:
+        return Budget(
+            operation, ReaderLimits(), timeout_ms=self._process_limits.default_timeout_ms, stop=stop
+        )
+
     async def diff(self) -> str:
-        """Return ``git diff`` of the root's work tree (see the git helper for the exact form).
+        """Return the work tree's changes against ``HEAD`` as a git-style patch.
+
+        The patch covers modified, deleted and untracked files (ignored untracked files are
+        left out) in the form ``git diff`` prints and ``git apply`` reads. It is computed by
+        reading the repository directly: no git program runs and nothing from the
+        repository's configuration applies, so no filter, diff driver, hook or fsmonitor can
+        run. The root's ``.git`` must be a real folder; symlinks inside it, ``commondir``
+        and alternates are refused. The work is bounded by the process limits'
+        ``default_timeout_ms`` and ``max_output_bytes`` (a longer patch is an error, never
+        cut), and :meth:`dispose` stops it.
 
         Raises:
-            LocalWorkspaceError: ``WORKSPACE_GIT_UNAVAILABLE``, ``WORKSPACE_NOT_A_REPOSITORY``,
-                ``WORKSPACE_DISPOSED``.
+            LocalWorkspaceError: ``WORKSPACE_NOT_A_REPOSITORY``, ``WORKSPACE_GIT_UNSUPPORTED``,
+                ``WORKSPACE_GIT_FAILED``, ``WORKSPACE_GIT_TOO_LARGE``,
+                ``WORKSPACE_OUTPUT_TOO_LARGE``, ``WORKSPACE_SYMLINK_REFUSED``,
+                ``WORKSPACE_PATH_ESCAPES_ROOT``, ``WORKSPACE_IO_FAILED``, ``WORKSPACE_DISPOSED``.
         """
         self._refuse_if_disposed("diff")
-        limits = self._process_limits
-        return await self._with_processes("diff", lambda root_fd: git_diff(root_fd, limits=limits))
+        cap = self._process_limits.max_output_bytes
+        return await self._in_stoppable_thread(
+            "diff",
+            lambda root_fd, stop: git_diff(root_fd, self._budget("diff", stop), max_output_bytes=cap),
+        )
 
     async def snapshot(self) -> WorkspaceSnapshot:
-        """Return an identifier of the work tree's current state, computed with git.
+        """Return ``git-tree-<id>``: the tree id ``git add --all && git write-tree`` would give.
+
+        Computed like :meth:`diff`, without running git or writing anything. The metadata
+        holds ``adapter``, ``head`` (the commit, or ``None``), ``tree`` and ``dirty``.
 
         Raises:
-            LocalWorkspaceError: ``WORKSPACE_GIT_UNAVAILABLE``, ``WORKSPACE_NOT_A_REPOSITORY``,
-                ``WORKSPACE_DISPOSED``.
+            LocalWorkspaceError: as :meth:`diff`, except ``WORKSPACE_OUTPUT_TOO_LARGE``.
         """
         self._refuse_if_disposed("snapshot")
-        limits = self._process_limits
-        return await self._with_processes("snapshot", lambda root_fd: git_snapshot(root_fd, limits=limits))
+        return await self._in_stoppable_thread(
+            "snapshot", lambda root_fd, stop: git_snapshot(root_fd, self._budget("snapshot", stop))
+        )
 
 
 class _Listing:
