@@ -244,7 +244,7 @@ def main() -> None:
     cap: float = arguments.cap if arguments.cap is not None else (0.1 if quick else 1.0)
     worst_cases(cap, repeats=3 if quick else 7)
     common_case(repeats=3 if quick else 9, number=100 if quick else 2_000)
-    audit(repeats=1 if quick else 3, size=10_000 if quick else 200_000)
+    audit(repeats=1 if quick else 5, size=10_000 if quick else 50_000)
 
 
 if __name__ == "__main__":
