@@ -43,8 +43,8 @@ def loose(value: object) -> Any:
     return value
 
 
-def reference_match(pattern: str, value: str) -> bool:
-    """An independent matcher for the glob dialect: tokens, then dynamic programming."""
+def glob_tokens(pattern: str) -> list[str]:
+    """The dialect's tokens, written independently: ``**`` (with the "/" it swallows), ``*``, ``?``, chars."""
     tokens: list[str] = []
     index = 0
     while index < len(pattern):
@@ -56,6 +56,12 @@ def reference_match(pattern: str, value: str) -> bool:
         else:
             tokens.append(pattern[index])
             index += 1
+    return tokens
+
+
+def reference_match(pattern: str, value: str) -> bool:
+    """An independent matcher for the glob dialect: tokens, then dynamic programming."""
+    tokens = glob_tokens(pattern)
 
     @cache
     def matches(token: int, position: int) -> bool:
@@ -93,6 +99,55 @@ def test_a_compiled_glob_agrees_with_match_glob_and_with_a_reference_matcher(
 
     assert compiled.test(value) == match_glob(pattern, value) == reference_match(pattern, value)
     assert (compiled.pattern, compiled.source) == (pattern, translate(pattern))
+
+
+# The old implementation, kept as an oracle: the regex translation run by ``re``. It
+# backtracks, so the property keeps patterns and subjects short enough for it to be fast.
+ORACLE_PATTERN_ALPHABET = "ab/-.\n*?"
+ORACLE_SUBJECT_ALPHABET = "ab/-.\n*?"
+oracle_patterns = st.one_of(
+    st.text(alphabet=ORACLE_PATTERN_ALPHABET, max_size=10),
+    # Star-heavy globs built from the pieces that make backtracking expensive.
+    st.lists(st.sampled_from(["**", "*", "?", "/", "**/", "a", "-", ".", "\n", "b"]), max_size=8).map(
+        "".join
+    ),
+)
+oracle_subjects = st.text(alphabet=ORACLE_SUBJECT_ALPHABET, max_size=16)
+
+
+def regex_oracle(pattern: str, value: str) -> bool:
+    return re.fullmatch(translate(pattern), value, re.DOTALL) is not None
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(pattern=oracle_patterns, value=oracle_subjects)
+def test_the_linear_matcher_agrees_with_the_old_regex_translation(pattern: str, value: str) -> None:
+    expected = regex_oracle(pattern, value)
+
+    assert match_glob(pattern, value) is expected
+    assert compile_glob(pattern).test(value) is expected
+
+
+@PROPERTIES
+@given(pattern=oracle_patterns, data=st.data())
+def test_a_subject_built_from_the_globs_tokens_is_matched(pattern: str, data: st.DataObject) -> None:
+    # Random subjects rarely match; this one is made to, by filling every wildcard with text
+    # it accepts (``**`` anything, ``*`` anything without "/", ``?`` one non-"/" character).
+    pieces: list[str] = []
+    for token in glob_tokens(pattern):
+        if token == "**":
+            pieces.append(data.draw(oracle_subjects))
+        elif token == "*":
+            pieces.append(data.draw(oracle_subjects).replace("/", ""))
+        elif token == "?":
+            pieces.append(data.draw(st.sampled_from("ab-.\n*?")))
+        else:
+            pieces.append(token)
+    subject = "".join(pieces)
+
+    assert match_glob(pattern, subject)
+    assert compile_glob(pattern).test(subject)
+    assert regex_oracle(pattern, subject)
 
 
 @PROPERTIES
@@ -156,11 +211,76 @@ def test_compiled_rules_decide_exactly_like_decide(
         ("abc", "abc\n", False),
         ("", "", True),
         ("", "a", False),
+        # Runs of stars, and "**" next to "/" on either side.
+        ("***", "a/b", True),
+        ("**/**", "", True),
+        ("a/**/**/b", "a/b", True),
+        ("a/**/", "a/", True),
+        ("*/**", "a", False),
+        ("*/**", "a/", True),
+        ("**a", "x/ya", True),
+        ("*a", "x/ya", False),
+        # Newlines are ordinary characters for every wildcard; "/" is the only special one.
+        ("?", "\n", True),
+        ("*", "a\nb", True),
+        ("a*b", "a\n/b", False),
+        ("a?", "a/", False),
+        ("a*-*-*.yaml", "ab-c-d-e.yaml", True),
+        ("*a*a*a*a*a*b", "aaaaab", True),
+        ("*a*a*a*a*a*b", "aaaab", False),
     ],
 )
 def test_glob_hand_cases(pattern: str, value: str, expected: bool) -> None:
     assert match_glob(pattern, value) is expected
     assert compile_glob(pattern).test(value) is expected
+
+
+WORST_CASES = [
+    # (pattern, a subject the old regex needed minutes to hours for, the answer). Some end
+    # with the glob's literal suffix, so the whole subject goes through the automaton.
+    ("**/*-*-*.yaml", "-" * 1200, False),
+    ("**/*-*-*.yaml", "a-" * 600, False),
+    ("**/*-*-*.yaml", "-" * 4090 + "/.yaml", False),
+    ("**/*-*-*.yaml", "-" * 4091 + ".yaml", True),
+    ("**/*-*-*.yaml", "x/" * 100 + "-" * 1000 + "/" + "a-b-c.yaml", True),
+    ("*a*a*a*a*a*b", "a" * 1200, False),
+    ("*a*a*a*a*a*b", "a" * 1198 + "/b", False),
+    ("*a*a*a*a*a*b", "a" * 4094 + "/b", False),
+    ("*a*a*a*a*a*b", "a" * 4095 + "b", True),
+    ("**/**/**/**/x", "a/" * 600, False),
+    ("**/**/**/**/x", "a/" * 2048, False),
+    ("**/**/**/**/x", "a/" * 2047 + "x", True),
+    ("*?*?*?*?*?/x", "ab" * 2045 + "/y/x", False),
+]
+
+
+@pytest.mark.parametrize(("pattern", "value", "expected"), WORST_CASES)
+def test_worst_case_globs_against_long_subjects_complete_with_the_right_answer(
+    pattern: str, value: str, expected: bool
+) -> None:
+    # Before the linear matcher, "**/*-*-*.yaml" against the 1,200-character subject
+    # blocked the event loop for 33.6 s; this test used to hang. Time goes in
+    # benchmarks/glob_match.py; here only the answer is checked.
+    assert match_glob(pattern, value) is expected
+    assert compile_glob(pattern).test(value) is expected
+
+
+def test_matching_never_runs_a_regular_expression(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a glob was matched with the re module")
+
+    compiled = compile_glob("**/*-*-*.yaml")
+    for name in ("compile", "fullmatch", "match", "search"):
+        monkeypatch.setattr(re, name, refuse)
+
+    assert compiled.test("a/b-c-d.yaml")
+    assert match_glob("src/*.py", "src/a.py")
+    assert (
+        compile_rules({"fs.read": {"secrets/**": "deny", "*": "allow"}})
+        .decide("fs.read", "secrets/key")
+        .effect
+        == "deny"
+    )
 
 
 def test_translate_gives_a_self_contained_regex_source() -> None:

@@ -10,6 +10,7 @@ EXPECTED_NAMES = {
     "ArgumentLimits",
     "InvalidToolArgumentsError",
     "InvalidToolExecutionBoundaryError",
+    "InvalidWorkspacePathError",
     "PureBoundary",
     "READ_FILE_MAX_BYTES",
     "REVIEWED_WORKSPACE_CAPABILITIES",
@@ -18,6 +19,7 @@ EXPECTED_NAMES = {
     "TOOL_ARGUMENTS_INVALID",
     "TOOL_EXECUTION_BOUNDARY_INVALID",
     "TOOL_WORKSPACE_INVALID_ROOT",
+    "TOOL_WORKSPACE_PATH_INVALID",
     "TOOL_WORKSPACE_READ_FAILED",
     "TOOL_WORKSPACE_TOO_LARGE",
     "Tool",
@@ -29,7 +31,11 @@ EXPECTED_NAMES = {
     "ToolRegistry",
     "WorkspaceBoundary",
     "WorkspaceFileAccessError",
+    "WORKSPACE_PATH_MAX_CHARS",
+    "WORKSPACE_ROOT_PATH",
+    "WORKSPACE_SEGMENT_MAX_BYTES",
     "__version__",
+    "check_workspace_path",
     "create_bounded_tool",
     "create_echo_tool",
     "create_read_file_tool",
@@ -55,6 +61,7 @@ EXPECTED_SIGNATURES = {
         "max_string_length=1048576, max_items=10000, max_nodes=100000)) -> 'P'"
     ),
     "schema_for_parameters": "(parameters: 'object') -> 'dict[str, JsonValue] | None'",
+    "check_workspace_path": "(path: 'str', *, allow_root: 'bool' = False) -> 'str'",
 }
 
 

@@ -14,7 +14,9 @@ import pytest
 from harness_tools import (
     READ_FILE_MAX_BYTES,
     TOOL_WORKSPACE_INVALID_ROOT,
+    TOOL_WORKSPACE_PATH_INVALID,
     TOOL_WORKSPACE_TOO_LARGE,
+    InvalidWorkspacePathError,
     ReadFileParameters,
     Tool,
     ToolExecutionContext,
@@ -382,16 +384,12 @@ async def test_read_file_takes_the_path_attribute_of_any_params_object(params: o
 @pytest.mark.parametrize(
     "path",
     [
-        pytest.param("./src/../README.md", id="dot-segments"),
-        pytest.param("/etc/passwd", id="absolute"),
-        pytest.param("../outside.txt", id="escaping"),
-        pytest.param("dir//file.txt/", id="doubled-and-trailing-slashes"),
         pytest.param(" padded ", id="spaces"),
-        pytest.param("nul\x00byte", id="nul"),
         pytest.param("README.MD", id="case"),
+        pytest.param("deep/er/file name.txt", id="nested-with-a-space"),
     ],
 )
-async def test_read_file_checks_no_paths_and_echoes_the_path_verbatim(path: str) -> None:
+async def test_read_file_echoes_a_canonical_path_verbatim(path: str) -> None:
     adapter = MemoryWorkspace({path: "text"})
     tool = create_read_file_tool(ROOT)
 
@@ -399,6 +397,43 @@ async def test_read_file_checks_no_paths_and_echoes_the_path_verbatim(path: str)
 
     assert out == {"path": path, "content": "text", "size": 4}
     assert adapter.calls == [("read_file", (path,))]
+
+
+NON_CANONICAL_PATHS = [
+    pytest.param("./src/../README.md", id="dot-segments"),
+    pytest.param("/etc/passwd", id="absolute"),
+    pytest.param("../outside.txt", id="escaping"),
+    pytest.param("dir//file.txt/", id="doubled-and-trailing-slashes"),
+    pytest.param("nul\x00byte", id="nul"),
+    pytest.param("secrets\\key", id="backslash"),
+    pytest.param(".", id="the-root"),
+]
+
+
+@pytest.mark.parametrize("path", NON_CANONICAL_PATHS)
+def test_read_file_parameters_refuse_a_non_canonical_path_when_built(path: str) -> None:
+    with pytest.raises(InvalidWorkspacePathError) as built:
+        ReadFileParameters(path=path)
+    with pytest.raises(msgspec.ValidationError) as converted:
+        msgspec.convert({"path": path}, ReadFileParameters, strict=True)
+
+    assert built.value.code == TOOL_WORKSPACE_PATH_INVALID
+    assert str(converted.value) == str(built.value)
+    assert isinstance(converted.value.__cause__, InvalidWorkspacePathError)
+
+
+@pytest.mark.parametrize("path", NON_CANONICAL_PATHS)
+async def test_read_file_refuses_a_non_canonical_path_without_calling_the_adapter(path: str) -> None:
+    # Params that skipped conversion (an exact dict, another object) are checked by execute.
+    adapter = MemoryWorkspace({path: "text"})
+    tool = create_read_file_tool(ROOT)
+
+    for params in ({"path": path}, types.SimpleNamespace(path=path)):
+        with pytest.raises(InvalidWorkspacePathError) as caught:
+            await untyped(tool)(params, reading(adapter))
+        assert caught.value.code == TOOL_WORKSPACE_PATH_INVALID
+
+    assert adapter.calls == []
 
 
 async def test_read_file_does_not_wire_an_aborted_signal_to_the_read() -> None:

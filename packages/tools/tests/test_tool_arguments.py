@@ -23,11 +23,13 @@ from harness_tools import (
     TOOL_ARGUMENTS_INVALID,
     ArgumentLimits,
     InvalidToolArgumentsError,
+    InvalidWorkspacePathError,
     ReadFileParameters,
     Tool,
     ToolError,
     ToolExecutionContext,
     ToolPermissionIntent,
+    check_workspace_path,
     create_echo_tool,
     create_read_file_tool,
     create_tool,
@@ -438,9 +440,10 @@ def test_extremely_deep_nesting_is_refused_without_recursing_into_it(levels: int
 
 
 def test_string_of_max_length_is_allowed() -> None:
-    path = "a" * DEFAULT_LIMITS.max_string_length
+    # Through echo: read_file's own path grammar stops at 4,096 characters.
+    text = "a" * DEFAULT_LIMITS.max_string_length
 
-    assert parse_tool_arguments(READ_FILE, {"path": path}).path == path
+    assert parse_tool_arguments(ECHO, {"text": text}) == {"text": text}
 
 
 def test_string_length_counts_code_points_not_bytes() -> None:
@@ -552,7 +555,7 @@ hostile_scalars = st.one_of(
     st.builds(IntSubclass, st.integers(-5, 5)),
     st.builds(FloatSubclass, st.floats(allow_nan=False)),
     st.builds(DataclassValue),
-    st.builds(ReadFileParameters, path=st.text(max_size=5)),
+    st.builds(ReadFileParameters, path=st.sampled_from(["", "a.txt", "src/app.py"])),
     st.builds(object),
     st.just(...),
 )
@@ -642,7 +645,15 @@ def is_valid_read_file_arguments(arguments: object) -> bool:
     if list(fields) != ["path"]:
         return False
     path = fields["path"]
-    return type(path) is str and 1 <= len(path) <= DEFAULT_LIMITS.max_string_length
+    return type(path) is str and 1 <= len(path) <= DEFAULT_LIMITS.max_string_length and is_canonical(path)
+
+
+def is_canonical(path: str) -> bool:
+    try:
+        check_workspace_path(path)
+    except InvalidWorkspacePathError:
+        return False
+    return True
 
 
 @PROPERTY_SETTINGS
@@ -677,8 +688,15 @@ def test_echo_arguments_either_parse_or_raise_the_typed_error(arguments: object)
 
 @PROPERTY_SETTINGS
 @given(st.text(alphabet=st.characters(codec=None), min_size=1))
-def test_any_nonempty_string_path_parses_to_an_equal_path(path: str) -> None:
-    assert parse_tool_arguments(READ_FILE, {"path": path}) == ReadFileParameters(path=path)
+def test_any_nonempty_string_path_parses_to_an_equal_path_or_is_refused_as_not_canonical(path: str) -> None:
+    outcome = parse_outcome(READ_FILE, {"path": path})
+
+    if is_canonical(path):
+        assert outcome == ReadFileParameters(path=path)
+    else:
+        assert isinstance(outcome, InvalidToolArgumentsError)
+        assert "is not canonical" in outcome.message
+        assert isinstance(outcome.__cause__, msgspec.ValidationError)
 
 
 @PROPERTY_SETTINGS

@@ -3,7 +3,22 @@
 The dialect is deliberately small: ``**`` matches any run of characters including ``/``
 and swallows one ``/`` directly after it, ``*`` matches any run without ``/``, ``?``
 matches one character other than ``/``, and every other character stands for itself
-(regex metacharacters included). A glob always matches the whole string.
+(regex metacharacters included). A glob always matches the whole string, and a newline
+is an ordinary character.
+
+Matching never backtracks, and costs O(len(subject) * len(pattern) / word size) whatever
+the pattern. A glob is compiled once: adjacent stars are merged (``**/*`` means ``**``),
+its literal first and last characters become ``startswith``/``endswith`` tests, and what
+lies between is tested by the cheapest exact means: nothing for ``**``, one ``find`` for
+``*``, a chain of ``find`` calls for literals between ``**``, and otherwise a small
+automaton over the glob's own token positions. The automaton reads the subject once,
+left to right, carrying the set of positions still alive as one Python ``int`` used as a
+bitset (a Thompson-style simulation, the way non-backtracking engines such as RE2 run a
+pattern), a handful of integer operations per character. ``**/*-*-*.yaml`` against 4,096
+characters now takes microseconds; its regex translation needed hours.
+
+:func:`translate` still renders the regular-expression equivalent of a glob for people
+and for compatibility (``CompiledGlob.source``); nothing here evaluates it.
 """
 
 from __future__ import annotations
@@ -26,18 +41,30 @@ __all__ = [
     "translate",
 ]
 
-# ``**`` may match newlines too: a subject is any string, not a line.
-_FLAGS: Final = re.DOTALL
+_DOUBLE_STAR: Final = "**"
+_STAR: Final = "*"
+_ANY: Final = "?"
+_SLASH: Final = "/"
+_WILDCARDS: Final = frozenset((_DOUBLE_STAR, _STAR, _ANY))
+_STARS: Final = frozenset((_DOUBLE_STAR, _STAR))
+
+# A token is one of the three wildcards above or a one-character literal; a literal "*"
+# or "?" cannot occur, since the dialect has no escapes.
+_Tokens = tuple[str, ...]
+# Tests the part of a subject between a glob's literal prefix and literal suffix:
+# ``(value, start, end)``.
+_MiddleTest = Callable[[str, int, int], bool]
 
 
 class CompiledGlob(msgspec.Struct, frozen=True, eq=False):
-    """A glob translated once and ready to test many strings.
+    """A glob compiled once and ready to test many strings.
 
     Attributes:
         pattern: The glob as written.
-        source: The regular expression it translates to (see :func:`translate`).
+        source: The equivalent regular expression (see :func:`translate`), for people and
+            for compatibility; matching does not use it.
         test: Whether a string matches the whole glob; equivalent to
-            ``match_glob(pattern, value)``.
+            ``match_glob(pattern, value)``. Linear in the string's length.
     """
 
     pattern: str
@@ -51,61 +78,227 @@ def _require_str(value: object, what: str) -> str:
     return value
 
 
+def _tokenize(pattern: str) -> _Tokens:
+    """The glob's tokens, with the ``/`` that each ``**`` swallows already removed."""
+    tokens: list[str] = []
+    index = 0
+    length = len(pattern)
+    while index < length:
+        char = pattern[index]
+        if char == _STAR and index + 1 < length and pattern[index + 1] == _STAR:
+            tokens.append(_DOUBLE_STAR)
+            index += 2
+            # ``a/**/b`` must also match ``a/b``: the slash belongs to the ``**``.
+            if index < length and pattern[index] == _SLASH:
+                index += 1
+            continue
+        tokens.append(char)
+        index += 1
+    return tuple(tokens)
+
+
 def translate(pattern: str) -> str:
     """Translate a glob into the source of an equivalent regular expression.
 
     The result is meant for :func:`re.fullmatch`; it carries its own ``(?s:…)`` group so
-    that ``**`` also crosses newlines.
+    that ``**`` also crosses newlines. It documents what a glob means; the matcher behind
+    :func:`match_glob` and :func:`compile_glob` never runs it, because a backtracking
+    engine needs time that grows like a power of the subject's length, one degree per
+    star (``*a*a*a*a*a*b`` against 1,200 characters: days).
 
     Raises:
         InvalidPolicyInputError: ``pattern`` is not an exact ``str``.
     """
     _require_str(pattern, "glob pattern")
     parts: list[str] = []
-    index = 0
-    length = len(pattern)
-    while index < length:
-        char = pattern[index]
-        if char == "*":
-            if index + 1 < length and pattern[index + 1] == "*":
-                parts.append(".*")
-                index += 2
-                # ``a/**/b`` must also match ``a/b``: the slash belongs to the ``**``.
-                if index < length and pattern[index] == "/":
-                    index += 1
-                continue
+    for token in _tokenize(pattern):
+        if token == _DOUBLE_STAR:
+            parts.append(".*")
+        elif token == _STAR:
             parts.append("[^/]*")
-        elif char == "?":
+        elif token == _ANY:
             parts.append("[^/]")
         else:
-            parts.append(re.escape(char))
-        index += 1
+            parts.append(re.escape(token))
     return "(?s:" + "".join(parts) + ")"
 
 
+def _merge_star_runs(tokens: _Tokens) -> _Tokens:
+    """Replace each run of adjacent stars by one star that means the same.
+
+    A run holding a ``**`` matches any text, like ``**`` alone (``.*[^/]*`` is ``.*``); a
+    run of ``*`` only matches any text without ``/``, like ``*`` alone.
+    """
+    merged: list[str] = []
+    for token in tokens:
+        if token in _STARS and merged and merged[-1] in _STARS:
+            if token == _DOUBLE_STAR:
+                merged[-1] = _DOUBLE_STAR
+            continue
+        merged.append(token)
+    return tuple(merged)
+
+
+def _any_text(value: str, start: int, end: int) -> bool:
+    return True
+
+
+def _text_without_slash(value: str, start: int, end: int) -> bool:
+    return value.find(_SLASH, start, end) == -1
+
+
+def _literals_in_order(chunks: tuple[str, ...]) -> _MiddleTest:
+    """The middle ``** C1 ** C2 … **``: each chunk found after the previous one.
+
+    The leftmost occurrence of each chunk is always a safe choice, because the ``**``
+    after it accepts whatever lies between; every ``find`` is linear.
+    """
+
+    def test(value: str, start: int, end: int) -> bool:
+        for chunk in chunks:
+            found = value.find(chunk, start, end)
+            if found == -1:
+                return False
+            start = found + len(chunk)
+        return True
+
+    return test
+
+
+def _automaton(tokens: _Tokens) -> _MiddleTest:
+    """A bit-parallel simulation of the glob's automaton, reading the text once.
+
+    Bit ``k`` of the state means "the first ``k`` tokens match the text read so far"; bit
+    ``len(tokens)`` is acceptance. A literal or ``?`` token at ``k`` moves bit ``k`` to
+    ``k + 1`` on a character it accepts; a star token at ``k`` keeps bit ``k`` on a
+    character it accepts and, since it also matches the empty run, lights ``k + 1`` at once
+    (the closure).
+    """
+    advance_on: dict[str, int] = {}
+    any_char = stars = double_stars = 0
+    for index, token in enumerate(tokens):
+        bit = 1 << index
+        if token == _DOUBLE_STAR:
+            double_stars |= bit
+            stars |= bit
+        elif token == _STAR:
+            stars |= bit
+        elif token == _ANY:
+            any_char |= bit
+        else:
+            advance_on[token] = advance_on.get(token, 0) | bit
+    # ``?`` advances on every character but ``/``; on a ``/`` only ``**`` stays.
+    on_slash = advance_on.pop(_SLASH, 0)
+    advance = {char: mask | any_char for char, mask in advance_on.items()}
+    accept = 1 << len(tokens)
+    # The closure, written out where it is used: adjacent stars were merged, so each star
+    # bit only has to light the bit above it. ``(state & stars) << 1`` does that in one
+    # integer operation, whatever the pattern's length.
+    start_state = 1 | ((1 & stars) << 1)
+
+    def test(value: str, start: int, end: int) -> bool:
+        state = start_state
+        advance_from = advance.get
+        for char in value[start:end]:
+            if char == "/":
+                state = ((state & on_slash) << 1) | (state & double_stars)
+            else:
+                state = ((state & advance_from(char, any_char)) << 1) | (state & stars)
+            if not state:
+                return False
+            state |= (state & stars) << 1
+        return bool(state & accept)
+
+    return test
+
+
+def _in_last_segment(tail: _Tokens) -> _MiddleTest:
+    """The middle ``** X`` where ``X`` has no ``**`` and no ``/``: only the last segment counts.
+
+    ``X`` cannot match text holding a ``/``, so it matches a suffix of the text after the
+    last ``/``, and ``**`` takes everything before; inside one segment ``**`` and ``*`` are
+    the same. So ``*X`` is run over the last segment alone (``**/.env*`` reads ``.env``
+    rather than the whole path).
+    """
+    segment = _automaton((_STAR, *tail))
+
+    def test(value: str, start: int, end: int) -> bool:
+        slash = value.rfind(_SLASH, start, end)
+        return segment(value, start if slash == -1 else slash + 1, end)
+
+    return test
+
+
+def _middle_test(core: _Tokens) -> _MiddleTest:
+    """The cheapest exact test for the tokens between the literal prefix and suffix."""
+    if core == (_DOUBLE_STAR,):
+        return _any_text
+    if core == (_STAR,):
+        return _text_without_slash
+    tail = core[1:]
+    if core[0] == _DOUBLE_STAR and _DOUBLE_STAR not in tail and _SLASH not in tail:
+        return _in_last_segment(tail)
+    if _STAR not in core and _ANY not in core:
+        # Only ``**`` and literals, starting and ending with ``**`` (the literal ends were
+        # taken off as prefix and suffix).
+        chunks: list[str] = []
+        for token in core:
+            if token == _DOUBLE_STAR:
+                chunks.append("")
+            else:
+                chunks[-1] += token
+        return _literals_in_order(tuple(chunk for chunk in chunks if chunk))
+    return _automaton(core)
+
+
+def _compile_matcher(pattern: str) -> Callable[[str], bool]:
+    """Compile ``pattern`` into a linear-time whole-string test.
+
+    A match must start with the glob's leading literal characters and end with its trailing
+    ones, so those are plain ``startswith``/``endswith`` tests, and only the part in between
+    reaches :func:`_middle_test`.
+    """
+    tokens = _merge_star_runs(_tokenize(pattern))
+    wildcards = [index for index, token in enumerate(tokens) if token in _WILDCARDS]
+    if not wildcards:
+        return pattern.__eq__
+    prefix = "".join(tokens[: wildcards[0]])
+    suffix = "".join(tokens[wildcards[-1] + 1 :])
+    middle = _middle_test(tokens[wildcards[0] : wildcards[-1] + 1])
+    fixed = len(prefix) + len(suffix)
+    skip = len(prefix)
+
+    def test(value: str) -> bool:
+        if len(value) < fixed or not value.startswith(prefix) or not value.endswith(suffix):
+            return False
+        return middle(value, skip, len(value) - len(suffix))
+
+    return test
+
+
 def match_glob(pattern: str, value: str) -> bool:
-    """Whether ``value`` matches the whole of ``pattern``.
+    """Whether ``value`` matches the whole of ``pattern``; linear in ``len(value)``.
 
     Raises:
         InvalidPolicyInputError: ``pattern`` or ``value`` is not an exact ``str``.
     """
-    source = translate(pattern)
-    _require_str(value, "glob subject")
-    return re.fullmatch(source, value, _FLAGS) is not None
+    matcher = _compile_matcher(_require_str(pattern, "glob pattern"))
+    return matcher(_require_str(value, "glob subject"))
 
 
 def compile_glob(pattern: str) -> CompiledGlob:
-    """Translate ``pattern`` once; the result's ``test`` is equivalent to :func:`match_glob`.
+    """Compile ``pattern`` once; the result's ``test`` is equivalent to :func:`match_glob`.
 
     Raises:
         InvalidPolicyInputError: ``pattern`` is not an exact ``str``.
     """
     source = translate(pattern)
-    fullmatch = re.compile(source, _FLAGS).fullmatch
+    matcher = _compile_matcher(pattern)
 
     def test(value: str) -> bool:
-        _require_str(value, "glob subject")
-        return fullmatch(value) is not None
+        if type(value) is not str:
+            raise InvalidPolicyInputError("glob subject must be a str")
+        return matcher(value)
 
     return CompiledGlob(pattern=pattern, source=source, test=test)
 

@@ -20,10 +20,12 @@ from harness_tools._errors import (
     TOOL_ARGUMENTS_INVALID,
     TOOL_EXECUTION_BOUNDARY_INVALID,
     TOOL_WORKSPACE_INVALID_ROOT,
+    TOOL_WORKSPACE_PATH_INVALID,
     TOOL_WORKSPACE_READ_FAILED,
     TOOL_WORKSPACE_TOO_LARGE,
     InvalidToolArgumentsError,
     InvalidToolExecutionBoundaryError,
+    InvalidWorkspacePathError,
     ToolError,
     WorkspaceFileAccessError,
 )
@@ -35,6 +37,12 @@ from harness_tools._model import (
     create_tool,
     schema_for_parameters,
 )
+from harness_tools._paths import (
+    WORKSPACE_PATH_MAX_CHARS,
+    WORKSPACE_ROOT_PATH,
+    WORKSPACE_SEGMENT_MAX_BYTES,
+    check_workspace_path,
+)
 from harness_tools._read_file import READ_FILE_MAX_BYTES, ReadFileParameters, create_read_file_tool
 from harness_tools._registry import ToolRegistry
 from harness_tools._version import __version__
@@ -45,11 +53,16 @@ __all__ = [
     "TOOL_ARGUMENTS_INVALID",
     "TOOL_EXECUTION_BOUNDARY_INVALID",
     "TOOL_WORKSPACE_INVALID_ROOT",
+    "TOOL_WORKSPACE_PATH_INVALID",
     "TOOL_WORKSPACE_READ_FAILED",
     "TOOL_WORKSPACE_TOO_LARGE",
+    "WORKSPACE_PATH_MAX_CHARS",
+    "WORKSPACE_ROOT_PATH",
+    "WORKSPACE_SEGMENT_MAX_BYTES",
     "ArgumentLimits",
     "InvalidToolArgumentsError",
     "InvalidToolExecutionBoundaryError",
+    "InvalidWorkspacePathError",
     "PureBoundary",
     "ReadFileParameters",
     "SandboxBoundary",
@@ -63,6 +76,7 @@ __all__ = [
     "WorkspaceBoundary",
     "WorkspaceFileAccessError",
     "__version__",
+    "check_workspace_path",
     "create_bounded_tool",
     "create_echo_tool",
     "create_read_file_tool",

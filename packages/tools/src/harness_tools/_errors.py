@@ -8,10 +8,12 @@ __all__ = [
     "TOOL_ARGUMENTS_INVALID",
     "TOOL_EXECUTION_BOUNDARY_INVALID",
     "TOOL_WORKSPACE_INVALID_ROOT",
+    "TOOL_WORKSPACE_PATH_INVALID",
     "TOOL_WORKSPACE_READ_FAILED",
     "TOOL_WORKSPACE_TOO_LARGE",
     "InvalidToolArgumentsError",
     "InvalidToolExecutionBoundaryError",
+    "InvalidWorkspacePathError",
     "ToolError",
     "WorkspaceFileAccessError",
 ]
@@ -21,6 +23,7 @@ TOOL_ARGUMENTS_INVALID: Final = "TOOL_ARGUMENTS_INVALID"
 TOOL_WORKSPACE_INVALID_ROOT: Final = "TOOL_WORKSPACE_INVALID_ROOT"
 TOOL_WORKSPACE_TOO_LARGE: Final = "TOOL_WORKSPACE_TOO_LARGE"
 TOOL_WORKSPACE_READ_FAILED: Final = "TOOL_WORKSPACE_READ_FAILED"
+TOOL_WORKSPACE_PATH_INVALID: Final = "TOOL_WORKSPACE_PATH_INVALID"
 
 
 class ToolError(Exception):
@@ -81,3 +84,26 @@ class InvalidToolArgumentsError(ToolError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.message, self.path), self.__dict__)
+
+
+class InvalidWorkspacePathError(ToolError, ValueError):
+    """A workspace path from a model is not in the canonical form (see ``check_workspace_path``).
+
+    It is also a ``ValueError`` so that msgspec, meeting it in a parameters Struct's
+    ``__post_init__`` during ``msgspec.convert``, reports it as a ``ValidationError`` like
+    any other invalid argument (the original stays attached as ``__cause__``).
+
+    Attributes:
+        suggestion: The canonical spelling of the same path, when one exists (``./a.py``
+            → ``a.py``); ``None`` when there is none (``..``, an absolute path, a control
+            character).
+    """
+
+    suggestion: str | None
+
+    def __init__(self, message: str, suggestion: str | None = None) -> None:
+        super().__init__(TOOL_WORKSPACE_PATH_INVALID, message)
+        self.suggestion = suggestion
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message, self.suggestion), self.__dict__)

@@ -1,4 +1,9 @@
-"""``read_file``: the reviewed tool that reads one text file through an injected workspace."""
+"""``read_file``: the reviewed tool that reads one text file through an injected workspace.
+
+Its ``path`` must be a canonical workspace path (:func:`check_workspace_path`): checked
+when the arguments are converted, so the permission subject, the ``tool.call`` input and
+the path the workspace is asked to open are one string.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from harness_tools._errors import (
     WorkspaceFileAccessError,
 )
 from harness_tools._model import Tool, ToolExecutionContext, ToolPermissionIntent, create_tool
+from harness_tools._paths import check_workspace_path
 from harness_workspace import WorkspaceOperationRequiredError, invoke_workspace_operation
 
 __all__ = ["READ_FILE_MAX_BYTES", "ReadFileParameters", "create_read_file_tool"]
@@ -26,6 +32,13 @@ READ_FILE_MAX_BYTES: Final = 131_072
 # No docstring: msgspec would advertise it to the model as the schema's description.
 class ReadFileParameters(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: Annotated[str, msgspec.Meta(min_length=1)]
+
+    def __post_init__(self) -> None:
+        # The path must be canonical before anything sees it: conversion runs this, so a
+        # refused path is invalid input and never reaches policy or the workspace. The
+        # empty path stays the schema's (``minLength``) and the dispatcher's to refuse.
+        if self.path:
+            check_workspace_path(self.path)
 
 
 def _authorize(params: ReadFileParameters) -> ToolPermissionIntent:
@@ -57,6 +70,10 @@ async def _read_file(params: object, context: ToolExecutionContext | None = None
         with contextlib.suppress(AttributeError):
             request["path"] = getattr(params, "path")  # noqa: B009 - params is typed object
     path = request.get("path")
+    if type(path) is str and path:
+        # Params built without conversion (a dict, another object) get the same check, so
+        # the workspace is only ever asked for a canonical path.
+        check_workspace_path(path)
     content = await invoke_workspace_operation(context.workspace, request)
     if type(content) is not str:  # unreachable: the dispatcher validates the result
         raise WorkspaceFileAccessError(

@@ -19,6 +19,7 @@ from harness_tools import (
     ToolPermissionIntent,
     ToolRegistry,
     WorkspaceBoundary,
+    check_workspace_path,
     create_bounded_tool,
     create_read_file_tool,
     create_tool,
@@ -31,6 +32,10 @@ from harness_workspace import MemoryWorkspace, WorkspaceOperationError, restrict
 class ListSourcesParameters(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     directory: Annotated[str, msgspec.Meta(min_length=1)]
     suffix: str = ".py"
+
+    def __post_init__(self) -> None:
+        # Model-facing paths are canonical before policy sees them; "." names the root.
+        assert_type(check_workspace_path(self.directory, allow_root=True), str)
 
 
 async def list_sources(

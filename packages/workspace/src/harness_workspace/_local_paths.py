@@ -2,14 +2,21 @@
 
 A requested path is first parsed lexically into components (no ``..`` survives parsing:
 it pops the previous component, or the path escapes the root). The components are then
-resolved *relative to the root directory descriptor*, never as a host path string:
+resolved *relative to the root directory descriptor*, never as a host path string, and
+**no symlink is ever followed**, in any component, by either resolver:
 
-- ``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`` where the kernel has it
-  (Linux ≥ 5.6): the kernel follows symlinks only while they stay beneath the root and
-  refuses ``/proc``-style magic links, atomically with respect to concurrent renames;
+- ``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`` where
+  the kernel has it (Linux >= 5.6): the kernel refuses the walk at the first symlink,
+  atomically with respect to concurrent renames;
 - otherwise a component-by-component walk with ``openat(dir_fd, name, O_NOFOLLOW)``, which
-  refuses every symlink it meets (a symlink pointing inside the root included). That is
-  stricter than ``openat2``, never looser.
+  refuses every symlink it meets.
+
+Both therefore open exactly the file the parsed path names, which is what a permission
+check on that path judged; a link inside the root would let one path be judged and another
+opened. A refused link is reported with its root-relative name: as an escape
+(``EXDEV``) when its target is absolute or climbs above the root, as a refused symlink
+(``ELOOP``) otherwise, the same way by both resolvers. Hard links are not symlinks and are
+not detected here (see ``LocalWorkspace``).
 
 Everything here is synchronous and blocking; callers run it in a worker thread.
 """
@@ -41,6 +48,7 @@ __all__ = [
     "PATH_MAX",
     "Components",
     "PathResolver",
+    "RefusedSymlinkError",
     "ResolverName",
     "fail_os",
     "join_components",
@@ -59,8 +67,12 @@ PATH_MAX: Final = 4096
 
 _SYS_OPENAT2: Final[dict[str, int]] = {"x86_64": 437, "aarch64": 437, "arm64": 437}
 _RESOLVE_NO_MAGICLINKS: Final = 0x02
+_RESOLVE_NO_SYMLINKS: Final = 0x04
 _RESOLVE_BENEATH: Final = 0x08
+_RESOLVE_FLAGS: Final = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
 _OPENAT2_RETRIES: Final = 64
+# How a directory on the way to the final component is entered: never through a link.
+_DIRECTORY_PATH_FLAGS: Final = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class _OpenHow(ctypes.Structure):
@@ -81,7 +93,7 @@ def _load_openat2() -> Callable[[int, bytes, int], int] | None:
     size = ctypes.sizeof(_OpenHow)
 
     def openat2(dir_fd: int, path: bytes, flags: int) -> int:
-        how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+        how = _OpenHow(flags, 0, _RESOLVE_FLAGS)
         for _ in range(_OPENAT2_RETRIES):
             result = int(syscall(number, dir_fd, path, ctypes.addressof(how), size))
             if result >= 0:
@@ -180,20 +192,35 @@ _ERRNO_CODES: Final[dict[int, tuple[str, str]]] = {
 }
 
 
+class RefusedSymlinkError(OSError):
+    """A symlink the resolver refused; ``filename`` is its root-relative path.
+
+    ``errno`` is ``EXDEV`` when the link's target is absolute or climbs above the root,
+    ``ELOOP`` otherwise.
+    """
+
+
 def fail_os(error: OSError, path: str, operation: str | None) -> NoReturn:
     """Raise the typed error for an ``OSError`` met while working on ``path``."""
     code, message = _ERRNO_CODES.get(error.errno or 0, (WORKSPACE_IO_FAILED, "operating-system failure"))
     if code == WORKSPACE_IO_FAILED:
         message = f"{message}: {error.strerror or error}"
+    elif isinstance(error, RefusedSymlinkError):
+        link: object = error.filename
+        if error.errno == errno.EXDEV:
+            message = f"{message}: {link!r} is a symlink that leads outside it"
+        else:
+            message = f"{link!r} is a symlink, and symlinks are refused"
     raise LocalWorkspaceError(code, f"{operation or 'open'} {path!r}: {message}", operation) from error
 
 
 class PathResolver:
-    """Opens parsed paths relative to a root directory descriptor, never outside it.
+    """Opens parsed paths relative to a root directory descriptor, never outside it and
+    never through a symlink.
 
     Args:
-        name: ``"openat2"`` (kernel-enforced containment) or ``"walk"`` (component walk
-            refusing every symlink).
+        name: ``"openat2"`` (kernel-enforced containment) or ``"walk"`` (component walk);
+            both refuse every symlink and report it the same way.
     """
 
     __slots__ = ("name",)
@@ -206,34 +233,46 @@ class PathResolver:
     def open(self, root_fd: int, components: Components, flags: int, *, follow_final: bool = True) -> int:
         """Open ``components`` below ``root_fd`` with ``flags`` (``O_CLOEXEC`` is added).
 
+        No symlink is followed in any component, the final one included, by either
+        resolver.
+
         Args:
             root_fd: The root directory descriptor; it is not closed.
             components: Parsed components; ``()`` opens the root itself.
             flags: ``os.open`` flags for the final component.
-            follow_final: Whether a symlink as the final component may be followed (only
-                ever within the root, and only by the ``openat2`` resolver).
+            follow_final: Kept for compatibility; a final symlink is refused either way
+                (``False`` also adds ``O_NOFOLLOW``, as it always did).
 
         Raises:
-            OSError: With ``EXDEV`` for an escape, ``ELOOP`` for a refused symlink.
+            RefusedSymlinkError: A component is a symlink (``ELOOP``, or ``EXDEV`` when its
+                target leaves the root); ``filename`` names it, root-relative.
+            OSError: Any other failure (``ENOENT``, ``ENOTDIR``, ...); a plain ``ELOOP``
+                only if a link vanished before it could be named.
         """
         flags |= os.O_CLOEXEC
         if not follow_final:
             flags |= os.O_NOFOLLOW
         if not components:
             return os.open(".", flags, dir_fd=root_fd)
-        if self.name == "openat2":
-            assert _openat2 is not None
+        if self.name == "walk":
+            return self._walk(root_fd, components, flags | os.O_NOFOLLOW)
+        assert _openat2 is not None
+        try:
             return _openat2(root_fd, "/".join(components).encode("utf-8", "surrogateescape"), flags)
-        return self._walk(root_fd, components, flags | os.O_NOFOLLOW)
+        except OSError as error:
+            # RESOLVE_NO_SYMLINKS says only that some component is a link: find it, to name
+            # it and classify it exactly as the walk does.
+            refused = _find_refused_link(root_fd, components) if error.errno == errno.ELOOP else None
+            if refused is None:
+                raise
+            raise refused from error
 
     def _walk(self, root_fd: int, components: Components, flags: int) -> int:
         current = root_fd
         try:
             for index, name in enumerate(components[:-1]):
                 try:
-                    following = os.open(
-                        name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current
-                    )
+                    following = os.open(name, _DIRECTORY_PATH_FLAGS, dir_fd=current)
                 except OSError as error:
                     self._classify_walk_error(error, current, components, index)
                 if current != root_fd:
@@ -250,19 +289,58 @@ class PathResolver:
     @staticmethod
     def _classify_walk_error(error: OSError, dir_fd: int, components: Components, index: int) -> NoReturn:
         # ``O_NOFOLLOW`` reports a symlink as ELOOP (last component) or ENOTDIR (with
-        # O_DIRECTORY on some kernels). Look at the link only to say *why* it is refused:
-        # a target that is absolute or climbs above the root is an escape attempt.
+        # O_DIRECTORY on some kernels); only a look at the entry tells which.
         if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            try:
-                info = os.stat(components[index], dir_fd=dir_fd, follow_symlinks=False)
-                target = os.readlink(components[index], dir_fd=dir_fd) if stat.S_ISLNK(info.st_mode) else None
-            except OSError:
-                target = None
-            if target is not None:
-                if _target_escapes(target, index):
-                    raise OSError(errno.EXDEV, "symlink leaves the workspace root") from error
-                raise OSError(errno.ELOOP, "symlink refused by the component walk") from error
+            refused = _refused_link(dir_fd, components, index)
+            if refused is not None:
+                raise refused from error
         raise error
+
+
+def _refused_link(dir_fd: int, components: Components, index: int) -> RefusedSymlinkError | None:
+    """The error for ``components[index]`` (an entry of ``dir_fd``) if it is a symlink, else ``None``.
+
+    The link is read only to say *why* it is refused: a target that is absolute or climbs
+    above the root is an escape attempt (``EXDEV``), any other link is refused as such
+    (``ELOOP``). The target itself never appears in the error.
+    """
+    try:
+        info = os.stat(components[index], dir_fd=dir_fd, follow_symlinks=False)
+        if not stat.S_ISLNK(info.st_mode):
+            return None
+        target = os.readlink(components[index], dir_fd=dir_fd)
+    except OSError:
+        return None
+    link = "/".join(components[: index + 1])
+    if _target_escapes(target, index):
+        return RefusedSymlinkError(errno.EXDEV, "symlink leaves the workspace root", link)
+    return RefusedSymlinkError(errno.ELOOP, "symlink refused", link)
+
+
+def _find_refused_link(root_fd: int, components: Components) -> RefusedSymlinkError | None:
+    """The first symlink among ``components`` below ``root_fd``, as its error; ``None`` if none.
+
+    Used after ``openat2`` refused a symlink somewhere; directories are entered with
+    ``O_NOFOLLOW``, so the search itself never follows a link either. ``None`` means the
+    tree changed in between.
+    """
+    current = root_fd
+    try:
+        for index, name in enumerate(components):
+            refused = _refused_link(current, components, index)
+            if refused is not None or index == len(components) - 1:
+                return refused
+            try:
+                following = os.open(name, _DIRECTORY_PATH_FLAGS, dir_fd=current)
+            except OSError:
+                return None
+            if current != root_fd:
+                os.close(current)
+            current = following
+        return None
+    finally:
+        if current != root_fd:
+            os.close(current)
 
 
 def _target_escapes(target: str, depth: int) -> bool:

@@ -2,10 +2,11 @@
 
 Every operation works below one root directory, opened once as a directory descriptor.
 Paths are resolved *relative to that descriptor*, never as checked strings: with
-``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`` where the kernel has it, otherwise by
-a component-by-component walk with ``O_NOFOLLOW`` that refuses every symlink. Absolute
-paths, ``..`` above the root, symlinks leaving the root, magic links, NUL bytes and
-over-long names are refused with a :class:`LocalWorkspaceError` carrying a stable code.
+``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the kernel
+has it, otherwise by a component-by-component walk with ``O_NOFOLLOW``; both refuse every
+symlink, so the file opened is the one the path names. Absolute paths, ``..`` above the
+root, symlinks (inside or leaving the root), NUL bytes and over-long names are refused
+with a :class:`LocalWorkspaceError` carrying a stable code.
 
 ``diff`` and ``snapshot`` run no program: they read the repository below the root
 themselves (``harness_workspace._git``), so nothing the repository configures (filter or
@@ -131,10 +132,13 @@ class LocalWorkspace:
     """A :class:`~harness_workspace.Workspace` over one host directory.
 
     Paths are relative to the root (``"src/app.py"``); ``"."`` and ``..`` components are
-    resolved lexically first, and ``..`` above the root is refused. Symlinks are followed
-    only while they stay inside the root (``openat2``); the fallback walk refuses every
-    symlink. Blocking work runs in trio worker threads; the root descriptor stays open
-    until the last in-flight operation has finished, even if :meth:`dispose` races it.
+    resolved lexically first, and ``..`` above the root is refused. No symlink is followed
+    in any component of any path (``read_file``, ``write_file``, the start of
+    ``list_files``, the working directory of ``execute``): a link is refused with
+    ``WORKSPACE_SYMLINK_REFUSED`` naming it (or ``WORKSPACE_PATH_ESCAPES_ROOT`` when its
+    target leaves the root), by both resolvers alike, so the path a permission check judged
+    is the file opened. Blocking work runs in trio worker threads; the root descriptor stays
+    open until the last in-flight operation has finished, even if :meth:`dispose` races it.
 
     ``list_files(path)`` agrees with :class:`~harness_workspace.MemoryWorkspace`: it returns
     the sorted root-relative paths of every non-directory entry at or below ``path``
