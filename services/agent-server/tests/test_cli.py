@@ -239,7 +239,7 @@ def test_demo_command_exits_zero_shows_the_refusal_and_the_local_workspace_run()
     assert 'refused: -32602 ACP_INVALID_PARAMS: tool "read_file"' in result.stdout
     # The second server opts into LocalWorkspace: a real file is read, an escape is refused.
     assert "content of notes/hello.txt: 'Hello from a real file in a temporary folder.\\n'" in result.stdout
-    assert "read_file ok=False error=WORKSPACE_PATH_ESCAPES_ROOT" in result.stdout
-    assert "../outside.txt refused by the adapter: WORKSPACE_PATH_ESCAPES_ROOT" in result.stdout
+    assert "read_file ok=False error=TOOL_BAD_INPUT" in result.stdout
+    assert "../outside.txt refused before policy: TOOL_BAD_INPUT" in result.stdout
     assert "not for the model" not in result.stdout
     assert result.stdout.count("status=completed") == 2

@@ -20,8 +20,6 @@ from harness_tools import Tool, create_echo_tool, create_read_file_tool
 from harness_workspace import CommandRequest, Workspace
 from harness_workspace.local import (
     WORKSPACE_PATH_ESCAPES_ROOT,
-    WORKSPACE_PATH_INVALID,
-    WORKSPACE_SYMLINK_REFUSED,
     LocalWorkspace,
 )
 
@@ -93,7 +91,7 @@ async def new_session(client: AcpClient, **params: Any) -> str:
     return (await client.request("session/new", {"workspace": "ws", **params}))["sessionId"]
 
 
-async def test_read_file_reads_a_real_file_and_escapes_get_the_adapter_error_code(
+async def test_read_file_reads_a_real_file_and_escapes_are_refused_before_policy_or_by_the_adapter(
     running: ServerFactory, tmp_path: Path
 ) -> None:
     (running.workspace / "notes").mkdir()
@@ -111,11 +109,11 @@ async def test_read_file_reads_a_real_file_and_escapes_get_the_adapter_error_cod
     read, parent, absolute, linked = tool_results(notes)
     assert read["ok"] is True
     assert read["output"] == {"path": "notes/hello.txt", "content": "hello from disk\n", "size": 16}
-    assert (parent["ok"], parent["error"]["code"]) == (False, WORKSPACE_PATH_ESCAPES_ROOT)
-    assert (absolute["ok"], absolute["error"]["code"]) == (False, WORKSPACE_PATH_INVALID)
-    # openat2 refuses a link leaving the root as an escape; the fallback walk refuses every link.
-    assert linked["ok"] is False
-    assert linked["error"]["code"] in (WORKSPACE_PATH_ESCAPES_ROOT, WORKSPACE_SYMLINK_REFUSED)
+    # Not canonical: refused when the arguments are converted, before policy is asked.
+    assert (parent["ok"], parent["error"]["code"]) == (False, "TOOL_BAD_INPUT")
+    assert (absolute["ok"], absolute["error"]["code"]) == (False, "TOOL_BAD_INPUT")
+    # Canonical, but a link leaving the root: both resolvers refuse it as an escape.
+    assert (linked["ok"], linked["error"]["code"]) == (False, WORKSPACE_PATH_ESCAPES_ROOT)
     assert SECRET not in json.dumps(notes)
 
 

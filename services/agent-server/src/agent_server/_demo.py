@@ -2,8 +2,8 @@
 
 The first server has no workspace adapter: one echo session, then ``read_file`` refused at
 ``session/new``. The second is started with ``workspace_adapter="local"``: ``read_file`` reads
-a real file from a temporary folder, and a path leaving the workspace is refused by the
-adapter with a typed error code.
+a real file from a temporary folder, and a path leaving the workspace is refused before policy
+is asked, with a typed error code (a path must be canonical: no ``..``).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ async def _local_session(handle: ServerHandle) -> None:
         if not read["ok"] or escape["ok"]:
             raise RuntimeError("the local workspace did not read the note and refuse the escape")
         print(f"content of {_NOTE_PATH}: {read['output']['content']!r}")
-        print(f"{_ESCAPE_PATH} refused by the adapter: {escape['error']['code']}")
+        print(f"{_ESCAPE_PATH} refused before policy: {escape['error']['code']}")
 
 
 def _local_root(scratch: str) -> str:
