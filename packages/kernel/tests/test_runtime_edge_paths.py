@@ -223,11 +223,6 @@ async def test_a_control_driven_pair_that_fails_to_build_twice_writes_no_pair(wh
         assert error.message == "terminal event construction failed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cancel() returns normally although the run ended failed with no terminal pair at all: "
-    "Run.failure() only reports admission errors and append poison, not the terminal construction fault",
-)
 async def test_cancel_raises_when_the_canceled_pair_could_not_be_built_even_once() -> None:
     clock = FaultyClock("raise", frozenset({0, 1}))
     runtime = MinimalAgentRuntime()
@@ -546,12 +541,6 @@ async def test_cancel_from_a_cancelled_task_propagates_and_the_consumer_still_en
     await runtime.cancel("run-1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="aclose() (and so `async with` exiting on a trio Cancelled) from a cancelled task raises "
-    "Cancelled at the driver-lock acquire in Run.drive_to_end before persisting anything; the run "
-    "stays registered as cancel_requested and a second aclose() is a no-op",
-)
 async def test_async_with_exited_by_a_trio_timeout_still_persists_the_canceled_pair(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -602,12 +591,6 @@ async def test_a_cancel_caller_cancelled_while_driving_the_resolver_still_ends_w
     await run.stream.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a trio Cancelled of the task driving cancel() is treated like the consumer's abandonment "
-    "(Run.advance sets abandoned and clears the queue): the still-attached consumer never sees the "
-    "durable terminal pair, and permission.requested is left without permission.resolved",
-)
 async def test_a_cancel_caller_cancelled_while_driving_the_resolver_does_not_abandon_the_consumer(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -97,6 +97,7 @@ class Run:
         self.finished = trio.Event()
         self.admission_error: AgentRuntimeError | None = None
         self.poison: EventAppendError | None = None
+        self.pairless: AgentRuntimeError | None = None
         self.error: BaseException | None = None
         self.cancel_requested = False
         self.finishing_as: str | None = None
@@ -125,8 +126,15 @@ class Run:
             self.request_cancel()
 
     # ------------------------------------------------------------ drivers
-    async def advance(self) -> None:
-        """Run the producer to its next acknowledgement wait or its end (driver lock held)."""
+    async def advance(self, *, consumer: bool = False) -> None:
+        """Run the producer to its next acknowledgement wait or its end (driver lock held).
+
+        Args:
+            consumer: The consumer's own step drives; its cancellation is abandonment (§8.4).
+                A control (``cancel``, ``aclose``, admission) that is cancelled while driving
+                does not abandon a consumer that is still attached: the pair it persists
+                stays queued for that consumer.
+        """
         if self.producer_done:
             return
         try:
@@ -134,11 +142,13 @@ class Run:
         except StopAsyncIteration:
             self.producer_done = True
         except trio.Cancelled:
-            # The driving task was cancelled: abandonment; persist the canceled pair unseen.
+            # The producer cannot resume after the driving task's cancellation went through
+            # it, so the canceled pair is persisted here.
             self.producer_done = True
             with trio.CancelScope(shield=True):
-                self.abandoned = True
-                self.queue.clear()
+                if consumer:
+                    self.abandoned = True
+                    self.queue.clear()
                 if not self.finished.is_set():
                     self.request_cancel()
                     await self._terminal("canceled", "run canceled", None)
@@ -192,8 +202,8 @@ class Run:
             self.active_scope.cancel()
 
     def failure(self) -> AgentRuntimeError | None:
-        """What a control waiting for the end re-raises."""
-        return self.admission_error or self.poison
+        """What a control waiting for the end re-raises (§8.10: "return, or raise its failure")."""
+        return self.admission_error or self.poison or self.pairless
 
     # ------------------------------------------------------------ events
     def new_id(self, prefix: str) -> str:
@@ -219,21 +229,28 @@ class Run:
         if self.poison is not None:
             raise self.poison
         with trio.CancelScope(shield=True):
-            try:
-                result = self.a.append(event)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as error:
-                poison = EventAppendError(event.type)
-                poison.__cause__ = error
-                self.poison = poison
-                raise poison from error
+            await self._append_shielded(event)
+
+    async def _append_shielded(self, event: Event) -> None:
+        """The store call itself; the caller holds the writer lock inside a shielded scope."""
+        if self.poison is not None:
+            raise self.poison
+        try:
+            result = self.a.append(event)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as error:
+            poison = EventAppendError(event.type)
+            poison.__cause__ = error
+            self.poison = poison
+            raise poison from error
 
     async def append(self, event: Event) -> None:
         """Append under the writer lock, shielded from cancellation."""
         with trio.CancelScope(shield=True):
             async with self.writer:
-                await self._append_locked(event)
+                # Already shielded here, so no second scope (``_append_locked`` opens one).
+                await self._append_shielded(event)
 
     def enqueue(self, event: Event) -> None:
         if not self.abandoned:
@@ -371,7 +388,9 @@ class Run:
             try:
                 pair = self._terminal_pair(status, note)
             except Exception:
-                self.error = error
+                # No pair at all: the consumer gets the error, and so does a control driving
+                # the end.
+                self.error = self.pairless = error
                 self._end("failed")
                 return
         self.finishing_as = status

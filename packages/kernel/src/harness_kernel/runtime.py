@@ -89,7 +89,7 @@ class RunStream:
                 try:
                     async with run.driver:
                         if not run.queue:
-                            await run.advance()
+                            await run.advance(consumer=True)
                 except trio.Cancelled:
                     # Cancelled while waiting for the driver lock, or inside a step (which
                     # then already persisted the pair): abandonment either way (§8.4).
@@ -114,7 +114,19 @@ class RunStream:
             run.abandoned = True
             run.queue.clear()
             return
-        await run.abandon()
+        if run.driver.locked():
+            # A step is driving (the consumer's or a control's). Cancellation releases every
+            # acknowledgement, so that step runs the producer to its end and persists the pair;
+            # waiting for it may be cancelled.
+            await run.abandon()
+        else:
+            # No one else will drive: persist the pair here, shielded, so that an `async with`
+            # left because its task was cancelled (a deadline hit while the consumer was busy
+            # outside __anext__) still ends the run; that cancellation is delivered right after.
+            # No checkpoint separates the check above from taking the free driver lock.
+            with trio.CancelScope(shield=True):
+                await run.abandon()
+            await trio.lowlevel.checkpoint_if_cancelled()
         if isinstance(run.poison, EventAppendError):
             raise run.poison
 
