@@ -27,8 +27,8 @@ from pathlib import Path
 
 import trio
 
-from harness_workspace._git.ignore import parse_ignore_file
 from harness_workspace.local import LocalWorkspace
+from harness_workspace.local._git.ignore import parse_ignore_file
 
 ENVIRONMENT = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",

@@ -19,8 +19,6 @@ import pytest
 import trio
 from workspace_git_repositories import GIT_ENVIRONMENT, commit_all, git, init, reference_tree, workspace_diff
 
-from harness_workspace._git.bounds import Budget, ReaderLimits
-from harness_workspace._local_git import git_diff, git_snapshot
 from harness_workspace.local import (
     WORKSPACE_DISPOSED,
     WORKSPACE_GIT_FAILED,
@@ -28,6 +26,8 @@ from harness_workspace.local import (
     LocalWorkspace,
     LocalWorkspaceError,
 )
+from harness_workspace.local._diff import git_diff, git_snapshot
+from harness_workspace.local._git.bounds import Budget, ReaderLimits
 
 REF_DELTA = 7
 BLOB = 3

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from workspace_git_repositories import commit_all, init, reference_tree, workspace_diff, workspace_snapshot
 
-from harness_workspace._git.ignore import IgnoreRules, parse_ignore_file
+from harness_workspace.local._git.ignore import IgnoreRules, parse_ignore_file
 
 ASCII = [chr(code) for code in range(128)]
 CLASSES: dict[str, set[str]] = {

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from workspace_git_repositories import clean_copy, commit_all, git, init, workspace_diff
 
-from harness_workspace._git.bounds import Budget, ReaderLimits
-from harness_workspace._git.patch import line_changes
+from harness_workspace.local._git.bounds import Budget, ReaderLimits
+from harness_workspace.local._git.patch import line_changes
 
 LINES = st.sampled_from(["a\n", "b\n", "c\n", "\n", "  indented\n", "def f():\n", "café\n", "}\n"])
 

@@ -11,14 +11,14 @@ import pytest
 import trio
 
 from harness_workspace import AbortController, AbortSignal, CommandResult
-from harness_workspace._local_errors import (
+from harness_workspace.local._errors import (
     WORKSPACE_COMMAND_ABORTED,
     WORKSPACE_COMMAND_FAILED_TO_START,
     WORKSPACE_COMMAND_NOT_FOUND,
     WORKSPACE_TIMEOUT_TOO_LARGE,
     LocalWorkspaceError,
 )
-from harness_workspace._local_process import SAFE_PATH, ProcessLimits, run_command, scrubbed_environment
+from harness_workspace.local._process import SAFE_PATH, ProcessLimits, run_command, scrubbed_environment
 
 LIMITS = ProcessLimits(default_timeout_ms=10_000, kill_grace_ms=200, max_output_bytes=64 * 1024)
 FLOOD_BYTES = 50 * 1024 * 1024

@@ -23,7 +23,6 @@ from harness_workspace._errors import (
     WorkspaceOperationUnknownError,
     WorkspaceOperationUnsupportedError,
 )
-from harness_workspace._local_errors import LocalWorkspaceError
 from harness_workspace._memory import CommandHandler, MemoryWorkspace
 from harness_workspace._scope import WorkspacePathScope, open_workspace
 from harness_workspace._signals import AbortController, AbortSignal, move_on_abort
@@ -46,6 +45,7 @@ from harness_workspace._types import (
     WriteFileRequest,
 )
 from harness_workspace._version import WORKSPACE_CONTRACT_VERSION, __version__
+from harness_workspace.local._errors import LocalWorkspaceError
 
 __all__ = [
     "WORKSPACE_CAPABILITIES",

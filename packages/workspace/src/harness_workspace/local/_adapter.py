@@ -1,20 +1,4 @@
-"""``LocalWorkspace``: the host-filesystem adapter of the Workspace contract.
-
-Every operation works below one root directory, opened once as a directory descriptor.
-Paths are resolved *relative to that descriptor*, never as checked strings: with
-``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`` where the kernel
-has it, otherwise by a component-by-component walk with ``O_NOFOLLOW``; both refuse every
-symlink, so the file opened is the one the path names. Absolute paths, ``..`` above the
-root, symlinks (inside or leaving the root), NUL bytes and over-long names are refused
-with a :class:`LocalWorkspaceError` carrying a stable code.
-
-``diff`` and ``snapshot`` run no program: they read the repository below the root
-themselves (``harness_workspace._git``), so nothing the repository configures (filter or
-diff drivers, hooks, fsmonitor) can choose a program to run, and they write nothing.
-
-This is containment of *paths*, not an operating-system sandbox: a command run through
-:meth:`LocalWorkspace.execute` starts inside the root but has the user's full authority.
-"""
+"""The ``LocalWorkspace`` class: its operations, worker threads and lifecycle (see the package docstring)."""
 
 from __future__ import annotations
 
@@ -29,36 +13,20 @@ from typing import Final, Literal, TypeVar
 
 import trio
 
-from harness_workspace._git.bounds import Budget, ReaderLimits
-from harness_workspace._local_errors import (
-    LOCAL_WORKSPACE_ERROR_CODES,
-    WORKSPACE_COMMAND_ABORTED,
-    WORKSPACE_COMMAND_FAILED_TO_START,
-    WORKSPACE_COMMAND_NOT_FOUND,
+from harness_workspace._types import CommandRequest, CommandResult, WorkspaceSnapshot
+from harness_workspace.local._diff import git_diff, git_snapshot
+from harness_workspace.local._errors import (
     WORKSPACE_DISPOSED,
-    WORKSPACE_GIT_FAILED,
-    WORKSPACE_GIT_TOO_LARGE,
-    WORKSPACE_GIT_UNAVAILABLE,
-    WORKSPACE_GIT_UNSUPPORTED,
     WORKSPACE_INVALID_UTF8,
-    WORKSPACE_IO_FAILED,
     WORKSPACE_LINKED_FILE,
     WORKSPACE_LIST_TOO_LARGE,
-    WORKSPACE_NOT_A_DIRECTORY,
     WORKSPACE_NOT_A_FILE,
-    WORKSPACE_NOT_A_REPOSITORY,
-    WORKSPACE_NOT_FOUND,
-    WORKSPACE_OUTPUT_TOO_LARGE,
-    WORKSPACE_PATH_ESCAPES_ROOT,
-    WORKSPACE_PATH_INVALID,
-    WORKSPACE_PATH_TOO_LONG,
     WORKSPACE_SYMLINK_REFUSED,
-    WORKSPACE_TIMEOUT_TOO_LARGE,
     WORKSPACE_TOO_LARGE,
     LocalWorkspaceError,
 )
-from harness_workspace._local_git import git_diff, git_snapshot
-from harness_workspace._local_paths import (
+from harness_workspace.local._git.bounds import Budget, ReaderLimits
+from harness_workspace.local._paths import (
     Components,
     PathResolver,
     ResolverName,
@@ -68,41 +36,9 @@ from harness_workspace._local_paths import (
     parse_path,
     refuse_non_regular,
 )
-from harness_workspace._local_process import ProcessLimits, run_command, scrubbed_environment
-from harness_workspace._types import CommandRequest, CommandResult, WorkspaceSnapshot
+from harness_workspace.local._process import ProcessLimits, run_command, scrubbed_environment
 
-__all__ = [
-    "DEFAULT_MAX_FILE_BYTES",
-    "DEFAULT_MAX_LIST_ENTRIES",
-    "LOCAL_WORKSPACE_ERROR_CODES",
-    "WORKSPACE_COMMAND_ABORTED",
-    "WORKSPACE_COMMAND_FAILED_TO_START",
-    "WORKSPACE_COMMAND_NOT_FOUND",
-    "WORKSPACE_DISPOSED",
-    "WORKSPACE_GIT_FAILED",
-    "WORKSPACE_GIT_TOO_LARGE",
-    "WORKSPACE_GIT_UNAVAILABLE",
-    "WORKSPACE_GIT_UNSUPPORTED",
-    "WORKSPACE_INVALID_UTF8",
-    "WORKSPACE_IO_FAILED",
-    "WORKSPACE_LINKED_FILE",
-    "WORKSPACE_LIST_TOO_LARGE",
-    "WORKSPACE_NOT_A_DIRECTORY",
-    "WORKSPACE_NOT_A_FILE",
-    "WORKSPACE_NOT_A_REPOSITORY",
-    "WORKSPACE_NOT_FOUND",
-    "WORKSPACE_OUTPUT_TOO_LARGE",
-    "WORKSPACE_PATH_ESCAPES_ROOT",
-    "WORKSPACE_PATH_INVALID",
-    "WORKSPACE_PATH_TOO_LONG",
-    "WORKSPACE_SYMLINK_REFUSED",
-    "WORKSPACE_TIMEOUT_TOO_LARGE",
-    "WORKSPACE_TOO_LARGE",
-    "LocalWorkspace",
-    "LocalWorkspaceError",
-    "ProcessLimits",
-    "ResolverChoice",
-]
+__all__ = ["DEFAULT_MAX_FILE_BYTES", "DEFAULT_MAX_LIST_ENTRIES", "LocalWorkspace", "ResolverChoice"]
 
 DEFAULT_MAX_FILE_BYTES: Final = 4 * 1024 * 1024
 """The default byte cap of ``read_file`` and ``write_file`` (4 MiB)."""

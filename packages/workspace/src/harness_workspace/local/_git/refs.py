@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from harness_workspace._git.bounds import Budget
-from harness_workspace._git.files import GitDirectory
+from harness_workspace.local._git.bounds import Budget
+from harness_workspace.local._git.files import GitDirectory
 
 __all__ = ["head_commit_id"]
 

@@ -6,7 +6,7 @@ into a fresh index started from ``HEAD``:
 - :func:`git_diff` returns the patch of that staged tree against ``HEAD``'s tree (the empty
   tree before the first commit): every modified, deleted and *untracked* file; ignored
   untracked files are left out, tracked files never are. The form is ``git diff``'s (see
-  :mod:`harness_workspace._git.patch`), and ``git apply`` reproduces the work tree from it.
+  :mod:`harness_workspace.local._git.patch`), and ``git apply`` reproduces the work tree from it.
   Bytes that are not UTF-8 are replaced (U+FFFD); a patch over ``max_output_bytes`` raises
   ``WORKSPACE_OUTPUT_TOO_LARGE`` and is never cut.
 - :func:`git_snapshot` returns ``git-tree-<id>``, the id ``git write-tree`` would give that
@@ -40,19 +40,24 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from harness_workspace._git.bounds import Budget
-from harness_workspace._git.config import ConfigSyntaxError, ObjectFormat, parse_repository_format
-from harness_workspace._git.files import GitDirectory
-from harness_workspace._git.ignore import IgnorePattern, parse_ignore_file
-from harness_workspace._git.objects import BLOB, GITLINK, TREE, ObjectStore, hash_object
-from harness_workspace._git.patch import Side, file_patch
-from harness_workspace._git.refs import head_commit_id
-from harness_workspace._git.worktree import HeadTree, read_head_tree, read_work_entry, tree_id, walk_work_tree
-from harness_workspace._local_errors import WORKSPACE_OUTPUT_TOO_LARGE, LocalWorkspaceError
-
 # The same created_at form as MemoryWorkspace's snapshots: ISO 8601, microseconds, "Z".
 from harness_workspace._memory import utc_timestamp
 from harness_workspace._types import JsonValue, WorkspaceSnapshot
+from harness_workspace.local._errors import WORKSPACE_OUTPUT_TOO_LARGE, LocalWorkspaceError
+from harness_workspace.local._git.bounds import Budget
+from harness_workspace.local._git.config import ConfigSyntaxError, ObjectFormat, parse_repository_format
+from harness_workspace.local._git.files import GitDirectory
+from harness_workspace.local._git.ignore import IgnorePattern, parse_ignore_file
+from harness_workspace.local._git.objects import BLOB, GITLINK, TREE, ObjectStore, hash_object
+from harness_workspace.local._git.patch import Side, file_patch
+from harness_workspace.local._git.refs import head_commit_id
+from harness_workspace.local._git.worktree import (
+    HeadTree,
+    read_head_tree,
+    read_work_entry,
+    tree_id,
+    walk_work_tree,
+)
 
 __all__ = ["git_diff", "git_snapshot"]
 

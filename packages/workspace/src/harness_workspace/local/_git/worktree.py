@@ -25,11 +25,12 @@ import os
 import stat
 from typing import Final
 
-from harness_workspace._git.bounds import Budget
-from harness_workspace._git.config import ObjectFormat
-from harness_workspace._git.files import read_capped
-from harness_workspace._git.ignore import IgnorePattern, IgnoreRules, parse_ignore_file
-from harness_workspace._git.objects import (
+from harness_workspace.local._errors import WORKSPACE_IO_FAILED, LocalWorkspaceError
+from harness_workspace.local._git.bounds import Budget
+from harness_workspace.local._git.config import ObjectFormat
+from harness_workspace.local._git.files import read_capped
+from harness_workspace.local._git.ignore import IgnorePattern, IgnoreRules, parse_ignore_file
+from harness_workspace.local._git.objects import (
     BLOB,
     EXECUTABLE,
     GITLINK,
@@ -40,8 +41,7 @@ from harness_workspace._git.objects import (
     ObjectStore,
     hash_object,
 )
-from harness_workspace._local_errors import WORKSPACE_IO_FAILED, LocalWorkspaceError
-from harness_workspace._local_paths import PathResolver, fail_os
+from harness_workspace.local._paths import PathResolver, fail_os
 
 __all__ = ["Entries", "HeadTree", "read_head_tree", "read_work_entry", "tree_id", "walk_work_tree"]
 

@@ -17,11 +17,20 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final
 
-from harness_workspace._git.bounds import Budget
-from harness_workspace._git.config import ObjectFormat
-from harness_workspace._git.files import GitDirectory
-from harness_workspace._git.packs import BLOB, COMMIT, OFS_DELTA, REF_DELTA, TAG, TREE, Pack, apply_delta
-from harness_workspace._local_paths import fail_os
+from harness_workspace.local._git.bounds import Budget
+from harness_workspace.local._git.config import ObjectFormat
+from harness_workspace.local._git.files import GitDirectory
+from harness_workspace.local._git.packs import (
+    BLOB,
+    COMMIT,
+    OFS_DELTA,
+    REF_DELTA,
+    TAG,
+    TREE,
+    Pack,
+    apply_delta,
+)
+from harness_workspace.local._paths import fail_os
 
 __all__ = [
     "BLOB",

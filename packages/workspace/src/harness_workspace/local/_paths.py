@@ -31,7 +31,7 @@ import stat
 from collections.abc import Callable
 from typing import Final, Literal, NoReturn, TypeAlias
 
-from harness_workspace._local_errors import (
+from harness_workspace.local._errors import (
     WORKSPACE_IO_FAILED,
     WORKSPACE_NOT_A_DIRECTORY,
     WORKSPACE_NOT_A_FILE,

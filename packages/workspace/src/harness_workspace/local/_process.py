@@ -62,15 +62,15 @@ import msgspec
 import trio
 
 from harness_workspace._errors import WorkspaceOperationMalformedError
-from harness_workspace._local_errors import (
+from harness_workspace._signals import AbortSignal, move_on_abort
+from harness_workspace._types import CommandResult
+from harness_workspace.local._errors import (
     WORKSPACE_COMMAND_ABORTED,
     WORKSPACE_COMMAND_FAILED_TO_START,
     WORKSPACE_COMMAND_NOT_FOUND,
     WORKSPACE_TIMEOUT_TOO_LARGE,
     LocalWorkspaceError,
 )
-from harness_workspace._signals import AbortSignal, move_on_abort
-from harness_workspace._types import CommandResult
 
 __all__ = ["ProcessLimits", "run_command", "scrubbed_environment"]
 

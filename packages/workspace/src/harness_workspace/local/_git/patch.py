@@ -24,7 +24,7 @@ from __future__ import annotations
 from array import array
 from typing import Final, NamedTuple
 
-from harness_workspace._git.bounds import Budget
+from harness_workspace.local._git.bounds import Budget
 
 __all__ = ["Side", "file_patch", "line_changes"]
 

@@ -14,8 +14,8 @@ import os
 import stat
 from typing import Final
 
-from harness_workspace._git.bounds import Budget
-from harness_workspace._local_paths import Components, PathResolver, fail_os
+from harness_workspace.local._git.bounds import Budget
+from harness_workspace.local._paths import Components, PathResolver, fail_os
 
 __all__ = ["GitDirectory", "read_capped"]
 

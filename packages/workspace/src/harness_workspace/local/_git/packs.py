@@ -16,8 +16,8 @@ import struct
 import zlib
 from typing import Final
 
-from harness_workspace._git.bounds import Budget
-from harness_workspace._git.files import GitDirectory
+from harness_workspace.local._git.bounds import Budget
+from harness_workspace.local._git.files import GitDirectory
 
 __all__ = ["BLOB", "COMMIT", "OFS_DELTA", "REF_DELTA", "TAG", "TREE", "Pack", "PackEntry", "apply_delta"]
 

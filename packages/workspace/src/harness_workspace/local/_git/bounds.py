@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
-from harness_workspace._local_errors import (
+from harness_workspace.local._errors import (
     WORKSPACE_DISPOSED,
     WORKSPACE_GIT_FAILED,
     WORKSPACE_GIT_TOO_LARGE,
