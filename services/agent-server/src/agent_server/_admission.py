@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, Final
 
-from agent_server._errors import invalid_params
+from agent_server._errors import InvalidParamsError
 from harness_tools import (
     PureBoundary,
     SandboxBoundary,
@@ -70,10 +70,12 @@ def admit_tools(
     names: set[str] = set()
     for tool in tools:
         if tool.name in names:
-            raise invalid_params(f'tool "{tool.name}" is offered twice')
+            raise InvalidParamsError(f'tool "{tool.name}" is offered twice')
         names.add(tool.name)
         reason = _refusal(tool, workspace, workspace_adapter=workspace_adapter)
         if reason is not None:
-            raise invalid_params(f'tool "{tool.name}" is not safe for agent-server host execution: {reason}')
+            raise InvalidParamsError(
+                f'tool "{tool.name}" is not safe for agent-server host execution: {reason}'
+            )
         admitted.append(tool)
     return ToolRegistry(admitted)

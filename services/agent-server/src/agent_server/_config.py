@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from agent_server._auth import DEFAULT_PRINCIPAL, check_principal, check_token
-from agent_server._errors import invalid_params
+from agent_server._errors import InvalidParamsError
 from agent_server._protocol import utf8_size
 from harness_kernel.legacy import RunOptions, RunResult, run_agent
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
@@ -91,14 +91,14 @@ def read_task_manifest(workspace: str, task_id: str) -> TaskManifest:
     try:
         info = os.lstat(path)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
-            raise invalid_params(f'task manifest "{task_id}" is missing or invalid')
+            raise InvalidParamsError(f'task manifest "{task_id}" is missing or invalid')
         with open(path, "rb") as handle:
             data = handle.read(MAX_MANIFEST_BYTES + 1)
         manifest = load_task_manifest(data)
     except (OSError, ManifestParseError):
-        raise invalid_params(f'task manifest "{task_id}" is missing or invalid') from None
+        raise InvalidParamsError(f'task manifest "{task_id}" is missing or invalid') from None
     if manifest.id != task_id:
-        raise invalid_params(f'task manifest id does not match "{task_id}"')
+        raise InvalidParamsError(f'task manifest id does not match "{task_id}"')
     return manifest
 
 

@@ -10,12 +10,12 @@ import msgspec
 import trio
 
 from agent_server._errors import (
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    NOT_INITIALIZED,
-    PROTOCOL_VERSION_MISMATCH,
     AcpError,
-    invalid_params,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    NotInitializedError,
+    ProtocolVersionError,
 )
 from agent_server._protocol import (
     PROTOCOL_VERSION,
@@ -118,16 +118,12 @@ class AcpConnection:
 
     def _initialize(self, raw: dict[str, object]) -> InitializeResult:
         if self._initialized:
-            raise AcpError(INVALID_REQUEST, "ACP_INVALID_REQUEST", "initialize may be sent only once")
+            raise InvalidRequestError("initialize may be sent only once")
         params = decode_params(raw, InitializeParams)
         if params.protocol_version != PROTOCOL_VERSION:
-            raise AcpError(
-                PROTOCOL_VERSION_MISMATCH,
-                "ACP_PROTOCOL_VERSION",
-                f"unsupported protocol version; this server speaks {PROTOCOL_VERSION}",
-            )
+            raise ProtocolVersionError()
         if params.capabilities.streaming is not True or params.capabilities.permissioning is not True:
-            raise invalid_params("ACP clients must support streaming and permissioning")
+            raise InvalidParamsError("ACP clients must support streaming and permissioning")
         self._initialized = True
         return InitializeResult(
             protocol_version=PROTOCOL_VERSION,
@@ -142,9 +138,9 @@ class AcpConnection:
     async def _dispatch(self, request: Request) -> msgspec.Struct:
         method, raw = request.method, request.params
         if method not in _METHODS:
-            raise AcpError(METHOD_NOT_FOUND, "ACP_METHOD_NOT_FOUND", "method not found")
+            raise MethodNotFoundError()
         if not self._initialized:
-            raise AcpError(NOT_INITIALIZED, "ACP_NOT_INITIALIZED", "send initialize first")
+            raise NotInitializedError()
         sessions = self._sessions
         if method == "session/new":
             return await sessions.create(decode_params(raw, NewSessionParams))

@@ -1,54 +1,44 @@
-"""The typed protocol error and the JSON-RPC error codes of ``harness/acp/1`` (spec §3.3)."""
+"""The typed protocol errors of ``harness/acp/1`` (spec §3.3): one class per failure.
+
+Each subclass fixes its JSON-RPC code and its ``ACP_*`` data code, so a raise site names the
+failure and its message, never a pair of codes that could disagree.
+"""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import ClassVar, Final
 
 __all__ = [
     "INTERNAL_ERROR",
     "INTERNAL_ERROR_MESSAGE",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "METHOD_NOT_FOUND",
-    "NOT_INITIALIZED",
-    "PARSE_ERROR",
-    "PERMISSION_NOT_FOUND",
-    "PERMISSION_RESOLVED",
-    "PROTOCOL_VERSION_MISMATCH",
-    "RUN_TIME_LIMIT",
-    "SERVER_SESSION_LIMIT",
-    "SESSION_ALREADY_RUN",
-    "SESSION_LIMIT",
-    "SESSION_NOT_FOUND",
-    "SESSION_NOT_RESTORABLE",
-    "STORAGE_FULL",
     "AcpError",
-    "invalid_params",
-    "session_not_found",
+    "InvalidParamsError",
+    "InvalidRequestError",
+    "MethodNotFoundError",
+    "NotInitializedError",
+    "ParseError",
+    "PermissionNotFoundError",
+    "PermissionResolvedError",
+    "ProtocolVersionError",
+    "RunTimeLimitError",
+    "ServerSessionLimitError",
+    "SessionAlreadyRunError",
+    "SessionLimitError",
+    "SessionNotFoundError",
+    "SessionNotRestorableError",
+    "StorageFullError",
 ]
 
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
-PROTOCOL_VERSION_MISMATCH: Final = -32001
-NOT_INITIALIZED: Final = -32002
-SESSION_NOT_FOUND: Final = -32010
-SESSION_ALREADY_RUN: Final = -32011
-SESSION_LIMIT: Final = -32012
-SESSION_NOT_RESTORABLE: Final = -32013
-SERVER_SESSION_LIMIT: Final = -32014
-STORAGE_FULL: Final = -32015
-RUN_TIME_LIMIT: Final = -32016
-PERMISSION_NOT_FOUND: Final = -32020
-PERMISSION_RESOLVED: Final = -32021
-
+"""The code of every failure that is not an :class:`AcpError`; such frames carry no ``data``."""
 INTERNAL_ERROR_MESSAGE: Final = "agent server request failed"
 
 
 class AcpError(Exception):
     """A typed ``harness/acp/1`` error: the JSON-RPC ``code``, its ``ACP_*`` data code and a message.
+
+    Raise one of the subclasses, which fix both codes; the three-argument form remains for
+    callers outside this package.
 
     Args:
         code: The JSON-RPC error code (for example ``-32602``).
@@ -70,14 +60,120 @@ class AcpError(Exception):
         return f"AcpError(code={self.code}, data_code={self.data_code!r}, message={self.message!r})"
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.code, self.data_code, self.message))
+        return (AcpError, (self.code, self.data_code, self.message))
 
 
-def invalid_params(message: str = "invalid params") -> AcpError:
-    """An ``ACP_INVALID_PARAMS`` error (``-32602``)."""
-    return AcpError(INVALID_PARAMS, "ACP_INVALID_PARAMS", message)
+class _AcpFailure(AcpError):
+    """One failure of the protocol: the subclass names both codes and a default message."""
+
+    CODE: ClassVar[int]
+    DATA_CODE: ClassVar[str]
+    DEFAULT_MESSAGE: ClassVar[str]
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(self.CODE, self.DATA_CODE, self.DEFAULT_MESSAGE if message is None else message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message,))
 
 
-def session_not_found(session_id: str) -> AcpError:
-    """An ``ACP_SESSION_NOT_FOUND`` error (``-32010``)."""
-    return AcpError(SESSION_NOT_FOUND, "ACP_SESSION_NOT_FOUND", f'session "{session_id}" not found')
+class ParseError(_AcpFailure):
+    """``-32700``: the frame is not JSON."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32700, "ACP_PARSE_ERROR", "frame is not JSON"
+
+
+class InvalidRequestError(_AcpFailure):
+    """``-32600``: a bad envelope, a non-request, a second ``initialize``."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32600, "ACP_INVALID_REQUEST", "invalid request"
+
+
+class MethodNotFoundError(_AcpFailure):
+    """``-32601``: an unknown method."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32601, "ACP_METHOD_NOT_FOUND", "method not found"
+
+
+class InvalidParamsError(_AcpFailure):
+    """``-32602``: params, workspace, model, manifest, admission or restore cursor refused."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32602, "ACP_INVALID_PARAMS", "invalid params"
+
+
+class ProtocolVersionError(_AcpFailure):
+    """``-32001``: ``protocolVersion`` is not ``harness/acp/1``."""
+
+    CODE, DATA_CODE = -32001, "ACP_PROTOCOL_VERSION"
+    DEFAULT_MESSAGE = "unsupported protocol version; this server speaks harness/acp/1"
+
+
+class NotInitializedError(_AcpFailure):
+    """``-32002``: a method before ``initialize``."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32002, "ACP_NOT_INITIALIZED", "send initialize first"
+
+
+class SessionNotFoundError(_AcpFailure):
+    """``-32010``: the session is unknown to this connection, or (on restore) to its principal."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32010, "ACP_SESSION_NOT_FOUND", "session not found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f'session "{session_id}" not found')
+        self.session_id = session_id
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (SessionNotFoundError, (self.session_id,))
+
+
+class SessionAlreadyRunError(_AcpFailure):
+    """``-32011``: a prompt on a session that is not ``created``."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32011, "ACP_SESSION_ALREADY_RUN", "session has already run"
+
+
+class SessionLimitError(_AcpFailure):
+    """``-32012``: the connection has created ``max_sessions_per_connection`` sessions."""
+
+    CODE, DATA_CODE = -32012, "ACP_SESSION_LIMIT"
+    DEFAULT_MESSAGE = "this connection has created its session limit"
+
+
+class SessionNotRestorableError(_AcpFailure):
+    """``-32013``: no store, foreign metadata, a live owner lease, a recovery conflict."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32013, "ACP_SESSION_NOT_RESTORABLE", "session is not restorable"
+
+
+class ServerSessionLimitError(_AcpFailure):
+    """``-32014``: ``max_sessions`` sessions are live server-wide (issue #15)."""
+
+    CODE, DATA_CODE = -32014, "ACP_SERVER_SESSION_LIMIT"
+    DEFAULT_MESSAGE = "the server has reached its session limit"
+
+
+class StorageFullError(_AcpFailure):
+    """``-32015``: the store's file system has less than ``min_free_disk_bytes`` free (issue #15)."""
+
+    CODE, DATA_CODE = -32015, "ACP_STORAGE_FULL"
+    DEFAULT_MESSAGE = "the session store is out of disk space"
+
+
+class RunTimeLimitError(_AcpFailure):
+    """``-32016``: the run was stopped at ``max_run_ms`` (issue #15)."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32016, "ACP_RUN_TIME_LIMIT", "the run was stopped at its time limit"
+
+
+class PermissionNotFoundError(_AcpFailure):
+    """``-32020``: the ``permissionId`` was never pending in that session."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32020, "ACP_PERMISSION_NOT_FOUND", "permission is not pending"
+
+
+class PermissionResolvedError(_AcpFailure):
+    """``-32021``: the ``permissionId`` was already answered, timed out or denied by cancel or finish."""
+
+    CODE, DATA_CODE = -32021, "ACP_PERMISSION_RESOLVED"
+    DEFAULT_MESSAGE = "permission is already resolved"

@@ -18,10 +18,10 @@ import msgspec
 from agent_server._errors import (
     INTERNAL_ERROR,
     INTERNAL_ERROR_MESSAGE,
-    INVALID_REQUEST,
-    PARSE_ERROR,
     AcpError,
-    invalid_params,
+    InvalidParamsError,
+    InvalidRequestError,
+    ParseError,
 )
 
 __all__ = [
@@ -276,7 +276,7 @@ def _valid_id(value: object) -> RequestId | None:
 
 
 def _envelope_error(message: str, request_id: RequestId | None) -> tuple[AcpError, RequestId | None]:
-    return AcpError(INVALID_REQUEST, "ACP_INVALID_REQUEST", message), request_id
+    return InvalidRequestError(message), request_id
 
 
 def parse_request(text: str) -> Request | tuple[AcpError, RequestId | None]:
@@ -286,7 +286,7 @@ def parse_request(text: str) -> Request | tuple[AcpError, RequestId | None]:
     except _DuplicateKeyError:
         return _envelope_error("duplicate keys are not allowed", None)
     except (ValueError, RecursionError):
-        return AcpError(PARSE_ERROR, "ACP_PARSE_ERROR", "frame is not JSON"), None
+        return ParseError(), None
     if type(document) is not dict:
         return _envelope_error("a request must be a JSON object", None)
     raw: dict[str, object] = document  # pyright: ignore[reportUnknownVariableType]
@@ -302,7 +302,7 @@ def parse_request(text: str) -> Request | tuple[AcpError, RequestId | None]:
         return _envelope_error("invalid method", request_id)
     params = raw.get("params", {})
     if type(params) is not dict:
-        return invalid_params("params must be an object"), request_id
+        return InvalidParamsError("params must be an object"), request_id
     return Request(request_id, method, params)  # pyright: ignore[reportUnknownArgumentType]
 
 
@@ -318,7 +318,7 @@ def decode_params(params: dict[str, object], kind: type[_P]) -> _P:
     try:
         return msgspec.convert(params, kind, strict=True)
     except msgspec.ValidationError:
-        raise invalid_params() from None
+        raise InvalidParamsError() from None
 
 
 _encoder: Final = msgspec.json.Encoder()

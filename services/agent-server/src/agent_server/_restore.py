@@ -8,10 +8,9 @@ from datetime import datetime
 from typing import Final
 
 from agent_server._errors import (
-    SESSION_NOT_RESTORABLE,
-    AcpError,
-    invalid_params,
-    session_not_found,
+    InvalidParamsError,
+    SessionNotFoundError,
+    SessionNotRestorableError,
 )
 from agent_server._protocol import RestoreParams, RestoreResult, encode_notification
 from agent_server._sessions import ServerState, format_time
@@ -27,10 +26,6 @@ from harness_kernel.store import (
 __all__ = ["restore_session"]
 
 _INTERRUPTED_NOTE: Final = "the owning connection ended before the session finished"
-
-
-def _not_restorable(message: str) -> AcpError:
-    return AcpError(SESSION_NOT_RESTORABLE, "ACP_SESSION_NOT_RESTORABLE", message)
 
 
 def _lease_expiry(value: object) -> datetime | None:
@@ -63,7 +58,7 @@ def _check_metadata(state: ServerState, record: SessionRecord) -> datetime:
         or not owner
         or expiry is None
     ):
-        raise _not_restorable("session metadata is not an agent-server session of this root")
+        raise SessionNotRestorableError("session metadata is not an agent-server session of this root")
     return expiry
 
 
@@ -80,23 +75,23 @@ async def restore_session(
     """
     store = state.store
     if store is None:
-        raise _not_restorable("session persistence is disabled")
+        raise SessionNotRestorableError("session persistence is disabled")
     session_id = params.session_id
     try:
         record = await store.get(session_id)
         if record.metadata.get("principal") != principal:
-            raise session_not_found(session_id)
+            raise SessionNotFoundError(session_id)
         expiry = _check_metadata(state, record)
         size = await store.size(session_id)
         if params.after_seq > size - 1:
-            raise invalid_params(
+            raise InvalidParamsError(
                 f"restore cursor {params.after_seq} is beyond the last durable sequence {size - 1}"
             )
         last = (await store.slice(session_id, size - 1, size))[-1].event if size else None
         status: str
         if record.status == "active":
             if expiry > await store.current_time():
-                raise _not_restorable("owner lease has not expired")
+                raise SessionNotRestorableError("owner lease has not expired")
             if last is not None and last.type == "agent.stopped":
                 await store.close(session_id)
                 status = "completed"
@@ -127,11 +122,11 @@ async def restore_session(
         page = await store.read(session_id, after_seq=params.after_seq, limit=params.limit)
     except SessionStoreError as error:
         if error.code == SESS_NOT_FOUND:
-            raise session_not_found(session_id) from None
+            raise SessionNotFoundError(session_id) from None
         if error.code == SESS_INVALID_CURSOR:
-            raise invalid_params("invalid restore cursor") from None
+            raise InvalidParamsError("invalid restore cursor") from None
         if error.code == SESS_RECOVERY_CONFLICT:
-            raise _not_restorable("session recovery conflict") from None
+            raise SessionNotRestorableError("session recovery conflict") from None
         raise
     # One frame at a time, each waiting for outbound room: a page may be far larger than the
     # outbound cap, and a client that reads normally must receive all of it.

@@ -15,16 +15,15 @@ import trio
 from agent_server._admission import admit_tools
 from agent_server._config import ServerConfig, ToolProviderContext
 from agent_server._errors import (
-    PERMISSION_NOT_FOUND,
-    PERMISSION_RESOLVED,
-    RUN_TIME_LIMIT,
-    SERVER_SESSION_LIMIT,
-    SESSION_ALREADY_RUN,
-    SESSION_LIMIT,
-    STORAGE_FULL,
-    AcpError,
-    invalid_params,
-    session_not_found,
+    InvalidParamsError,
+    PermissionNotFoundError,
+    PermissionResolvedError,
+    RunTimeLimitError,
+    ServerSessionLimitError,
+    SessionAlreadyRunError,
+    SessionLimitError,
+    SessionNotFoundError,
+    StorageFullError,
 )
 from agent_server._protocol import (
     CancelParams,
@@ -102,9 +101,7 @@ class ServerState:
             AcpError: ``-32014`` when ``max_sessions`` sessions are live.
         """
         if self.live_sessions >= self.config.max_sessions:
-            raise AcpError(
-                SERVER_SESSION_LIMIT, "ACP_SERVER_SESSION_LIMIT", "the server has reached its session limit"
-            )
+            raise ServerSessionLimitError()
         self.live_sessions += 1
 
     def release_session(self) -> None:
@@ -128,7 +125,7 @@ class ServerState:
             return
         if free < floor:
             _log.warning("refusing new work: %d bytes free in %s, below %d", free, directory, floor)
-            raise AcpError(STORAGE_FULL, "ACP_STORAGE_FULL", "the session store is out of disk space")
+            raise StorageFullError()
 
 
 class PersistenceFailedError(Exception):
@@ -214,7 +211,7 @@ class SessionManager:
     def _lookup(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)
         if session is None:
-            raise session_not_found(session_id)
+            raise SessionNotFoundError(session_id)
         return session
 
     # ------------------------------------------------------------ session/new
@@ -225,10 +222,10 @@ class SessionManager:
             lexical = open_workspace(root).resolve_path(requested)
             real = os.path.realpath(lexical, strict=True)
         except (WorkspaceEscapesRootError, OSError, ValueError):
-            raise invalid_params(_WORKSPACE_MISSING) from None
+            raise InvalidParamsError(_WORKSPACE_MISSING) from None
         inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
         if not inside or not os.path.isdir(real):
-            raise invalid_params(_WORKSPACE_MISSING)
+            raise InvalidParamsError(_WORKSPACE_MISSING)
         return real
 
     async def _open_adapter(self, workspace: str) -> LocalWorkspace | None:
@@ -245,7 +242,7 @@ class SessionManager:
             return await trio.to_thread.run_sync(LocalWorkspace, workspace)
         except LocalWorkspaceError as error:
             if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
-                raise invalid_params(_WORKSPACE_MISSING) from None
+                raise InvalidParamsError(_WORKSPACE_MISSING) from None
             raise
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
@@ -256,9 +253,7 @@ class SessionManager:
         gives both back.
         """
         if self._created >= self._config.max_sessions_per_connection:
-            raise AcpError(
-                SESSION_LIMIT, "ACP_SESSION_LIMIT", "this connection has created its session limit"
-            )
+            raise SessionLimitError()
         self._state.reserve_session()
         self._created += 1
         try:
@@ -280,7 +275,7 @@ class SessionManager:
         workspace = await trio.to_thread.run_sync(self._resolve_workspace, params.workspace)
         model_name = params.model if params.model is not None else config.chosen_default_model
         if model_name is None or model_name not in config.models:
-            raise invalid_params("unknown model")
+            raise InvalidParamsError("unknown model")
         manifest = None
         if params.task_id is not None:
             manifest = await trio.to_thread.run_sync(config.load_manifest, workspace, params.task_id)
@@ -413,7 +408,7 @@ class SessionManager:
         if session.state == "created":
             await self._state.check_storage()
         if session.state != "created":
-            raise AcpError(SESSION_ALREADY_RUN, "ACP_SESSION_ALREADY_RUN", "session has already run")
+            raise SessionAlreadyRunError()
         session.state = "running"
         session.idle_scope.cancel()
         self._nursery.start_soon(self._run_limit_timer, session)
@@ -496,11 +491,9 @@ class SessionManager:
             session.run_limit_reached = True
             session.stop(NOTE_RUN_TIME_LIMIT)
 
-    def _run_limit_error(self) -> AcpError:
+    def _run_limit_error(self) -> RunTimeLimitError:
         seconds = self._config.max_run_ms / 1000
-        return AcpError(
-            RUN_TIME_LIMIT, "ACP_RUN_TIME_LIMIT", f"the run was stopped after its limit of {seconds:g} s"
-        )
+        return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
 
     async def _record(self, session: Session, event: Event) -> None:
         """Redact, store, then send one event (§6)."""
@@ -576,8 +569,8 @@ class SessionManager:
             session.resolve_pending(params.permission_id, PermissionResolution(params.decision, params.note))
             return PermissionRespondResult(accepted=True)
         if params.permission_id in session.resolved:
-            raise AcpError(PERMISSION_RESOLVED, "ACP_PERMISSION_RESOLVED", "permission is already resolved")
-        raise AcpError(PERMISSION_NOT_FOUND, "ACP_PERMISSION_NOT_FOUND", "permission is not pending")
+            raise PermissionResolvedError()
+        raise PermissionNotFoundError()
 
     async def cancel(self, params: CancelParams) -> CancelResult:
         """``session/cancel`` (§5.4)."""

@@ -1,0 +1,69 @@
+"""One error class per failure of ``harness/acp/1`` (spec §3.3), each fixing both of its codes."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from agent_server import AcpError
+from agent_server._errors import (
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    NotInitializedError,
+    ParseError,
+    PermissionNotFoundError,
+    PermissionResolvedError,
+    ProtocolVersionError,
+    RunTimeLimitError,
+    ServerSessionLimitError,
+    SessionAlreadyRunError,
+    SessionLimitError,
+    SessionNotFoundError,
+    SessionNotRestorableError,
+    StorageFullError,
+)
+
+TABLE = [
+    (ParseError, -32700, "ACP_PARSE_ERROR"),
+    (InvalidRequestError, -32600, "ACP_INVALID_REQUEST"),
+    (MethodNotFoundError, -32601, "ACP_METHOD_NOT_FOUND"),
+    (InvalidParamsError, -32602, "ACP_INVALID_PARAMS"),
+    (ProtocolVersionError, -32001, "ACP_PROTOCOL_VERSION"),
+    (NotInitializedError, -32002, "ACP_NOT_INITIALIZED"),
+    (SessionAlreadyRunError, -32011, "ACP_SESSION_ALREADY_RUN"),
+    (SessionLimitError, -32012, "ACP_SESSION_LIMIT"),
+    (SessionNotRestorableError, -32013, "ACP_SESSION_NOT_RESTORABLE"),
+    (ServerSessionLimitError, -32014, "ACP_SERVER_SESSION_LIMIT"),
+    (StorageFullError, -32015, "ACP_STORAGE_FULL"),
+    (RunTimeLimitError, -32016, "ACP_RUN_TIME_LIMIT"),
+    (PermissionNotFoundError, -32020, "ACP_PERMISSION_NOT_FOUND"),
+    (PermissionResolvedError, -32021, "ACP_PERMISSION_RESOLVED"),
+]
+
+
+@pytest.mark.parametrize(("kind", "code", "data_code"), TABLE)
+def test_each_failure_class_fixes_its_codes_and_survives_pickling(
+    kind: type[AcpError], code: int, data_code: str
+) -> None:
+    error = kind("a message")  # pyright: ignore[reportCallIssue]
+    assert isinstance(error, AcpError)
+    assert (error.code, error.data_code, error.message) == (code, data_code, "a message")
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is kind
+    assert (copy.code, copy.data_code, copy.message) == (code, data_code, "a message")
+    assert kind().message  # every failure has a default message  # pyright: ignore[reportCallIssue]
+
+
+def test_codes_are_unique_and_the_session_not_found_message_names_the_id() -> None:
+    assert len({code for _, code, _ in TABLE}) == len(TABLE)
+    error = SessionNotFoundError("sess-1")
+    assert (error.code, error.data_code, error.message) == (
+        -32010,
+        "ACP_SESSION_NOT_FOUND",
+        'session "sess-1" not found',
+    )
+    assert pickle.loads(pickle.dumps(error)).message == error.message
+    plain = AcpError(-32099, "ACP_CUSTOM", "kept for callers outside the package")
+    assert type(pickle.loads(pickle.dumps(plain))) is AcpError
