@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness_import_boundary import BoundaryConfig, Finding, check_paths
-from harness_import_boundary._model import DEFAULT_FORBIDDEN, parse_forbidden
+from harness_import_boundary._allow import DEFAULT_ALLOW, AllowList
+from harness_import_boundary._model import DEFAULT_FORBIDDEN, FilePolicy, parse_forbidden
 from harness_import_boundary._output import render_json, render_sarif
 from harness_import_boundary._scan import FileAnalysis, analyze_misses, scan
 
@@ -65,6 +66,9 @@ def test_directories_are_walked_and_only_python_sources_are_scanned(tmp_path: Pa
     assert list(report.findings) == [
         os_finding("src/pkg/a.pyi"),
         os_finding("src/pkg/b.py"),
+        refused(
+            "src/pkg/module.pyc", "sourceless-bytecode", "bytecode without its source file cannot be checked"
+        ),
         os_finding("src/pkg/sub/c.py", line=2),
     ]
     assert (report.files, report.cached) == (4, 0)
@@ -297,7 +301,8 @@ def test_the_cache_key_depends_on_the_forbidden_entries(tmp_path: Path) -> None:
     write(tmp_path, "src/a.py")
     scan([], config_for(tmp_path))
 
-    report = scan([], config_for(tmp_path, forbidden=("subprocess",)))
+    # os allowed, so that only the forbidden entries decide (the allow-list would refuse it)
+    report = scan([], config_for(tmp_path, forbidden=("subprocess",), allow=(*DEFAULT_ALLOW, "os")))
 
     assert (report.cached, report.findings) == (0, ())
 
@@ -449,10 +454,10 @@ def test_a_file_that_kills_its_worker_is_ib004_and_the_others_are_analysed(
             import signal
             from harness_import_boundary._scan import analyze_batch
 
-            def analyze_or_die(sources, forbidden):
-                if any(b"KILL" in source for source in sources):
+            def analyze_or_die(items):
+                if any(b"KILL" in source for source, _ in items):
                     os.kill(os.getpid(), signal.SIGKILL)
-                return analyze_batch(sources, forbidden)
+                return analyze_batch(items)
             """
         ),
         encoding="utf-8",
@@ -461,9 +466,9 @@ def test_a_file_that_kills_its_worker_is_ib004_and_the_others_are_analysed(
     analyze_or_die = importlib.import_module("ib_worker_killer").analyze_or_die
 
     sources = [IMPORT_OS, b"# KILL\n", CLEAN, b"import io\n# KILL too\n", IMPORT_OS * 3]
-    forbidden = parse_forbidden(DEFAULT_FORBIDDEN)
+    policy = FilePolicy(parse_forbidden(DEFAULT_FORBIDDEN), AllowList(DEFAULT_ALLOW), "")
 
-    analyses, died = analyze_misses(sources, forbidden, 2, analyze=analyze_or_die)
+    analyses, died = analyze_misses([(source, policy) for source in sources], 2, analyze=analyze_or_die)
 
     assert died == {1, 3}
     assert [analysis.raw[0].message for analysis in analyses if analysis.raw] == [

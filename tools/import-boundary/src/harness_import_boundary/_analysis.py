@@ -26,7 +26,7 @@ from typing import Final
 import libcst as cst
 
 from harness_import_boundary._collect import Collector
-from harness_import_boundary._model import Forbidden, RawFinding
+from harness_import_boundary._model import FilePolicy, RawFinding
 from harness_import_boundary._positions import start_positions
 from harness_import_boundary._resolve import Resolver
 
@@ -97,19 +97,19 @@ def _guard(source: bytes) -> list[RawFinding] | None:
     return None
 
 
-def _analyze(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
+def _analyze(source: bytes, policy: FilePolicy) -> list[RawFinding]:
     refused = _guard(source)
     if refused is not None:
         return refused
     caller_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(caller_limit, _WALK_RECURSION_LIMIT))
     try:
-        return _parse_and_walk(source, forbidden)
+        return _parse_and_walk(source, policy)
     finally:
         sys.setrecursionlimit(caller_limit)
 
 
-def _parse_and_walk(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
+def _parse_and_walk(source: bytes, policy: FilePolicy) -> list[RawFinding]:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -117,7 +117,7 @@ def _parse_and_walk(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
     except (UnicodeDecodeError, LookupError, SyntaxError, ValueError) as error:
         return _unparsable(f"source cannot be decoded: {error}")
     try:
-        collector = Collector(forbidden)
+        collector = Collector(policy)
         collector.walk(module)
         Resolver(collector).run()
         positions = start_positions(module, (pending.node for pending in collector.pending))
@@ -153,9 +153,13 @@ def _run_with_deep_stack(function: Callable[[], list[RawFinding]]) -> list[RawFi
     return outcome[0]
 
 
-def analyze_source(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
+def analyze_source(source: bytes, policy: FilePolicy) -> list[RawFinding]:
     """Analyse one file's bytes; return its raw findings (IB001, IB002, IB004), unsorted.
 
     Pure: no I/O. Never raises for any input bytes: unparsable input is an IB004 finding.
+
+    Args:
+        source: The file's bytes.
+        policy: The forbidden entries, the file's allow-list and its package.
     """
-    return _run_with_deep_stack(lambda: _analyze(source, forbidden))
+    return _run_with_deep_stack(lambda: _analyze(source, policy))

@@ -1,19 +1,25 @@
 """The walk: one pass over the libcst tree collecting scopes, bindings and references.
 
-Nothing is resolved here (imports excepted, which are reported where they stand); the
-resolver runs once the whole module is known, so resolution is flow-insensitive per scope.
+Nothing is resolved here (forbidden imports and the purely syntactic rules excepted, which
+are reported where they stand); the resolver runs once the whole module is known, so
+resolution, and the allow-list verdicts, are flow-insensitive per scope. Every identifier
+is NFKC-normalised as the interpreter normalises it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeGuard
 
 import libcst as cst
 
-from harness_import_boundary._model import Forbidden
+from harness_import_boundary._model import FilePolicy
 from harness_import_boundary._syntax import (
+    DICT_LOOKUPS,
+    DYNAMIC_ATTRIBUTE_METHODS,
+    INTROSPECTION_ATTRIBUTES,
     PATH_CLASSES,
     TYPE_CHECKING_NAMES,
     WRITE_METHODS,
@@ -24,11 +30,43 @@ from harness_import_boundary._syntax import (
     chain_parts,
     dotted_name,
     flatten_chain,
+    identifier,
     is_dynamic_loader,
+    positional_arguments,
     resolve,
+    static_string,
 )
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "ImportCheck", "NamedAccess"]
+
+
+@dataclass(eq=False)
+class ImportCheck:
+    """An import the allow-list decides once the walk is over.
+
+    ``kind`` is ``module`` for the target of ``import a.b``, ``name`` for ``from a import b``
+    and ``star`` for ``from a import *``; ``bound`` is the qualified name the statement binds.
+    """
+
+    node: cst.CSTNode
+    target: str
+    form: str
+    kind: Literal["module", "name", "star"]
+    bound: str | None
+
+
+@dataclass(eq=False)
+class NamedAccess:
+    """An attribute read by a constant name: ``receiver.<name>`` in another spelling.
+
+    ``getattr(x, "n")``, ``x.__dict__["n"]``, ``x.__getattribute__("n")`` and
+    ``operator.attrgetter("n")`` (no receiver) all land here and get the attribute rules.
+    """
+
+    scope: Scope
+    receiver: cst.BaseExpression | None
+    name: str
+    node: cst.CSTNode
 
 
 class _Leave:
@@ -83,14 +121,25 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
 class Collector:
     """Collects scopes, import findings and references; resolves nothing until the end."""
 
-    def __init__(self, forbidden: Forbidden) -> None:
-        self.forbidden = forbidden
+    def __init__(self, policy: FilePolicy) -> None:
+        self.forbidden = policy.forbidden
+        self.allow = policy.allow
+        self.package = policy.package
         self.module_scope = Scope("module", None)
         self.scope = self.module_scope
         self.imports_pathlib = False
         self.pending: list[PendingFinding] = []
         self.references: list[Reference] = []
         self.write_accesses: list[WriteAccess] = []
+        self.import_checks: list[ImportCheck] = []
+        self.named_accesses: list[NamedAccess] = []
+        self.mutations: list[tuple[Scope, cst.Attribute]] = []
+        self.module_paths: set[str] = set()
+        """Dotted names the file's import statements load as modules."""
+        self.module_targets: set[str] = set()
+        """Qualified names bound by ``import`` statements: modules for certain."""
+        self.refused_bindings: set[str] = set()
+        """Qualified names whose import was reported: their uses are not reported again."""
         self._handled: set[int] = set()
         self._scope_entries: dict[int, Scope] = {}
         self._scope_stack: list[Scope] = []
@@ -141,12 +190,14 @@ class Collector:
     # -- bindings
 
     def _bind(self, name: str, scope: Scope | None = None) -> None:
+        name = identifier(name)
         target = scope or self.scope
         if name in target.global_names:
             target = self.module_scope
         target.bindings.add(name)
 
     def _bind_import(self, name: str, qualified: str) -> None:
+        name = identifier(name)
         target = self.module_scope if name in self.scope.global_names else self.scope
         target.imports.setdefault(name, []).append(qualified)
 
@@ -155,12 +206,24 @@ class Collector:
             self._handled.add(id(target))
             self._bind(target.value)
             if value is not None:
-                self.scope.assignments.setdefault(target.value, []).append(value)
+                self.scope.assignments.setdefault(identifier(target.value), []).append(value)
         elif isinstance(target, cst.Tuple | cst.List):
             for element in target.elements:
                 self._bind_target(element.value)
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value)
+        elif isinstance(target, cst.Attribute):
+            self.mutations.append((self.scope, target))
+
+    def _mutated(self, target: cst.BaseExpression) -> None:
+        """Record attribute targets of statements that store or delete without binding a name."""
+        if isinstance(target, cst.Attribute):
+            self.mutations.append((self.scope, target))
+        elif isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._mutated(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._mutated(target.value)
 
     def _report(self, node: cst.CSTNode, rule: str, module: str, form: str, message: str) -> None:
         self.pending.append(PendingFinding(node, rule, module, form, message))
@@ -190,6 +253,25 @@ class Collector:
             return True
         return False
 
+    def _check_import(
+        self,
+        node: cst.CSTNode,
+        target: str,
+        form: str,
+        kind: Literal["module", "name", "star"],
+        bound: str | None,
+    ) -> None:
+        """Report a forbidden import now; leave the allow-list's verdict to the resolver."""
+        if self._report_import_target(node, target, form):
+            if bound is not None:
+                self.refused_bindings.add(bound)
+        elif self.allow is not None:
+            self.import_checks.append(ImportCheck(node, target, self._import_form(form), kind, bound))
+
+    def _add_module_path(self, module: str) -> None:
+        parts = module.split(".")
+        self.module_paths.update(".".join(parts[:index]) for index in range(1, len(parts) + 1))
+
     # -- imports
 
     def visit_Import(self, node: cst.Import) -> bool:
@@ -209,13 +291,25 @@ class Collector:
             target = dotted_name(alias.name)
             if target == "pathlib" or target.startswith("pathlib."):
                 self.imports_pathlib = True
-            self._report_import_target(alias.name, target, "import")
+            self._add_module_path(target)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self._bind_import(alias.asname.name.value, target)
+                name, bound = alias.asname.name.value, target
             else:
-                head = target.split(".", 1)[0]
-                self._bind_import(head, head)
+                name = bound = target.split(".", 1)[0]
+            self._check_import(alias.name, target, "import", "module", bound)
+            self.module_targets.add(bound)
+            self._bind_import(name, bound)
         return False
+
+    def _absolute_module(self, level: int, module: str | None) -> str | None:
+        """The module a relative import names, or ``None`` when it climbs out of the root."""
+        if not self.package:
+            return None
+        parts = self.package.split(".")
+        if level - 1 >= len(parts):
+            return None
+        base = ".".join(parts[: len(parts) - (level - 1)])
+        return base if module is None else f"{base}.{module}"
 
     def _import_from(
         self,
@@ -223,25 +317,60 @@ class Collector:
         module_node: cst.Attribute | cst.Name | None,
         names: Sequence[cst.ImportAlias] | cst.ImportStar,
     ) -> bool:
-        if relative or module_node is None:
-            # Relative imports never count; the names they bind are local values.
-            if not isinstance(names, cst.ImportStar):
-                for alias in names:
-                    bound = alias.evaluated_alias or alias.evaluated_name
-                    self._bind(bound.split(".", 1)[0])
-            return False
-        module = dotted_name(module_node)
+        written = None if module_node is None else dotted_name(module_node)
+        if relative:
+            module = None if self.allow is None else self._absolute_module(len(relative), written)
+            if module is None:
+                self._unresolved_relative(relative, module_node, names)
+                return False
+        else:
+            assert written is not None, "an absolute from-import names its module"
+            module = written
+        report_node: cst.CSTNode = module_node if module_node is not None else relative[-1]
         if module == "pathlib" or module.startswith("pathlib."):
             self.imports_pathlib = True
+        self._add_module_path(module)
         if isinstance(names, cst.ImportStar):
-            self._report_import_target(module_node, module, "from-import")
+            self._check_import(report_node, module, "from-import", "star", None)
             return False
         for alias in names:
-            name = alias.evaluated_name
+            name = identifier(alias.evaluated_name)
             target = f"{module}.{name}"
-            self._report_import_target(alias.name, target, "from-import")
+            self.module_paths.add(target)  # perhaps a submodule: loaded by the statement if so
+            self._check_import(alias.name, target, "from-import", "name", target)
+            if name in INTROSPECTION_ATTRIBUTES:
+                self._introspection(alias.name, name)
             self._bind_import(alias.evaluated_alias or name, target)
         return False
+
+    def _unresolved_relative(
+        self,
+        relative: Sequence[cst.Dot],
+        module_node: cst.Attribute | cst.Name | None,
+        names: Sequence[cst.ImportAlias] | cst.ImportStar,
+    ) -> None:
+        """A relative import without a known package: never counted without an allow-list."""
+        if self.allow is not None:
+            self._report(
+                module_node if module_node is not None else relative[-1],
+                "IB002",
+                "",
+                self._import_form("relative-import"),
+                "a relative import that leaves the scanned root cannot be resolved",
+            )
+        if not isinstance(names, cst.ImportStar):
+            for alias in names:
+                bound = alias.evaluated_alias or alias.evaluated_name
+                self._bind(bound.split(".", 1)[0])
+
+    def _introspection(self, node: cst.CSTNode, name: str) -> None:
+        self._report(
+            node,
+            "IB002",
+            "",
+            "introspection",
+            f'"{name}" reaches frames, globals, builtins, code objects or every class; it cannot be verified',
+        )
 
     # -- scopes
 
@@ -265,9 +394,10 @@ class Collector:
             every.append(parameters.star_kwarg)
         for parameter in every:
             self._handled.add(id(parameter.name))
-            scope.bindings.add(parameter.name.value)
+            name = identifier(parameter.name.value)
+            scope.bindings.add(name)
             if parameter.annotation is not None and self._annotates_path(parameter.annotation.annotation):
-                scope.path_annotated.add(parameter.name.value)
+                scope.path_annotated.add(name)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._handled.add(id(node.name))
@@ -292,7 +422,7 @@ class Collector:
     def visit_Global(self, node: cst.Global) -> None:
         for item in node.names:
             self._handled.add(id(item.name))
-            self.scope.global_names.add(item.name.value)
+            self.scope.global_names.add(identifier(item.name.value))
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         for item in node.names:
@@ -308,10 +438,13 @@ class Collector:
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._bind_target(node.target, node.value)
         if isinstance(node.target, cst.Name) and self._annotates_path(node.annotation.annotation):
-            self.scope.path_annotated.add(node.target.value)
+            self.scope.path_annotated.add(identifier(node.target.value))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bind_target(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._mutated(node.target)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._bind_target(node.target, node.value)
@@ -345,21 +478,62 @@ class Collector:
 
     def visit_Call(self, node: cst.Call) -> None:
         self._call_of_func[id(node.func)] = node
+        function = node.func
+        if (
+            isinstance(function, cst.Attribute)
+            and identifier(function.attr.value) in DICT_LOOKUPS
+            and _is_dict_attribute(function.value)
+        ):
+            arguments = positional_arguments(node)
+            self._dict_key(function.value, arguments[0] if arguments else None)
         self._reference(node.func, call=node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        if _is_dict_attribute(node.value):
+            key: cst.BaseExpression | None = None
+            if len(node.slice) == 1:
+                index = node.slice[0].slice
+                key = index.value if isinstance(index, cst.Index) else None
+            self._dict_key(node.value, key)
         self._reference(node.value, subscript=node)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value in WRITE_METHODS or node.attr.value == "open":
+        name = identifier(node.attr.value)
+        if name in WRITE_METHODS or name == "open":
             self.write_accesses.append(
-                WriteAccess(
-                    self.scope, node.value, node.attr.value, node.attr, self._call_of_func.get(id(node))
-                )
+                WriteAccess(self.scope, node.value, name, node.attr, self._call_of_func.get(id(node)))
             )
+        if name in INTROSPECTION_ATTRIBUTES:
+            self._introspection(node.attr, name)
+        elif name in DYNAMIC_ATTRIBUTE_METHODS:
+            self._attribute_method(node, name)
         self._handled.add(id(node.attr))
         if id(node) not in self._handled:
             self._reference(node)
+
+    def _attribute_method(self, node: cst.Attribute, name: str) -> None:
+        """``x.__getattribute__("n")`` reads ``n``; any other use of the method is dynamic."""
+        call = self._call_of_func.get(id(node))
+        arguments = None if call is None else positional_arguments(call)
+        attribute = static_string(arguments[-1]) if arguments else None
+        if attribute is None:
+            self._dynamic_attribute(node.attr, f"{name} with a computed name cannot be verified")
+            return
+        receiver = arguments[0] if arguments and len(arguments) > 1 else node.value
+        self.named_accesses.append(NamedAccess(self.scope, receiver, attribute, node.attr))
+
+    def _dict_key(self, dictionary: cst.Attribute, key: cst.BaseExpression | None) -> None:
+        """``x.__dict__[key]``: a constant key is the attribute ``x.<key>``; any other is dynamic."""
+        name = None if key is None else static_string(key)
+        if name is None:
+            self._dynamic_attribute(
+                dictionary.attr, "a __dict__ lookup with a computed key cannot be verified"
+            )
+        else:
+            self.named_accesses.append(NamedAccess(self.scope, dictionary.value, name, dictionary.attr))
+
+    def _dynamic_attribute(self, node: cst.CSTNode, message: str) -> None:
+        self._report(node, "IB002", "", "dynamic-attribute", message)
 
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self._handled:
@@ -407,3 +581,7 @@ class Collector:
                 )
             return False
         return any(name in PATH_CLASSES for name in self._qualified_now(annotation))
+
+
+def _is_dict_attribute(expression: cst.BaseExpression) -> TypeGuard[cst.Attribute]:
+    return isinstance(expression, cst.Attribute) and identifier(expression.attr.value) == "__dict__"
