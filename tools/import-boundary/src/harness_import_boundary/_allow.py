@@ -336,8 +336,14 @@ MODULE_ATTRIBUTES: Final[Mapping[str, frozenset[str]]] = {
     "harness_workspace": frozenset({"local"}),
 }
 
-# For a parent that is not in the table, any of these names may be a module.
-_ANY_MODULE_NAME: Final = frozenset(sys.stdlib_module_names).union(*MODULE_ATTRIBUTES.values())
+# For a parent that is not in the table (a project module, say), any of these names may be a
+# module it re-exports: the standard library's, the modules of the table and their module
+# attributes (``x.trio.run_process``, ``x.renamed_enum.bltns``).
+_ANY_MODULE_NAME: Final = (
+    frozenset(sys.stdlib_module_names)
+    .union(*MODULE_ATTRIBUTES.values())
+    .union(name.split(".", 1)[0] for name in MODULE_ATTRIBUTES)
+)
 
 
 class Verdict(enum.Enum):
@@ -390,6 +396,7 @@ class AllowList:
     _packages: frozenset[str] = field(init=False, repr=False, compare=False)
     _excluded: frozenset[str] = field(init=False, repr=False, compare=False)
     _parents: frozenset[str] = field(init=False, repr=False, compare=False)
+    _module_names: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         objects: set[str] = set()
@@ -410,6 +417,9 @@ class AllowList:
         object.__setattr__(self, "_packages", frozenset(packages))
         object.__setattr__(self, "_excluded", frozenset(excluded))
         object.__setattr__(self, "_parents", frozenset(parents))
+        # The top-level packages of the entries may be re-exported too (``x.trio.run_process``).
+        tops = {name.split(".", 1)[0] for name in objects | packages | excluded}
+        object.__setattr__(self, "_module_names", _ANY_MODULE_NAME | tops)
 
     def digest_text(self) -> str:
         """A canonical text of the entries, for the cache key."""
@@ -450,7 +460,7 @@ class AllowList:
             if not known_object:
                 members = MODULE_ATTRIBUTES.get(parent)
                 if members is None:
-                    if name in _ANY_MODULE_NAME:
+                    if name in self._module_names:
                         return False
                 elif name in members:
                     return False

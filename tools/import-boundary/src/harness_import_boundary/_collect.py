@@ -53,6 +53,8 @@ class ImportCheck:
     form: str
     kind: Literal["module", "name", "star"]
     bound: str | None
+    renamed: bool = False
+    """The statement binds the module under a name of its own choosing (``import a as b``)."""
 
 
 @dataclass(eq=False)
@@ -260,13 +262,16 @@ class Collector:
         form: str,
         kind: Literal["module", "name", "star"],
         bound: str | None,
+        *,
+        renamed: bool = False,
     ) -> None:
         """Report a forbidden import now; leave the allow-list's verdict to the resolver."""
         if self._report_import_target(node, target, form):
             if bound is not None:
                 self.refused_bindings.add(bound)
         elif self.allow is not None:
-            self.import_checks.append(ImportCheck(node, target, self._import_form(form), kind, bound))
+            check = ImportCheck(node, target, self._import_form(form), kind, bound, renamed)
+            self.import_checks.append(check)
 
     def _add_module_path(self, module: str) -> None:
         parts = module.split(".")
@@ -292,11 +297,12 @@ class Collector:
             if target == "pathlib" or target.startswith("pathlib."):
                 self.imports_pathlib = True
             self._add_module_path(target)
+            renamed = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 name, bound = alias.asname.name.value, target
             else:
                 name = bound = target.split(".", 1)[0]
-            self._check_import(alias.name, target, "import", "module", bound)
+            self._check_import(alias.name, target, "import", "module", bound, renamed=renamed)
             self.module_targets.add(bound)
             self._bind_import(name, bound)
         return False
@@ -337,7 +343,9 @@ class Collector:
             name = identifier(alias.evaluated_name)
             target = f"{module}.{name}"
             self.module_paths.add(target)  # perhaps a submodule: loaded by the statement if so
-            self._check_import(alias.name, target, "from-import", "name", target)
+            local = alias.evaluated_alias
+            renamed = local is not None and identifier(local) != name
+            self._check_import(alias.name, target, "from-import", "name", target, renamed=renamed)
             if name in INTROSPECTION_ATTRIBUTES:
                 self._introspection(alias.name, name)
             self._bind_import(alias.evaluated_alias or name, target)

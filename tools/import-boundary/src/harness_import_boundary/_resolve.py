@@ -12,6 +12,7 @@ from harness_import_boundary._allow import Verdict
 from harness_import_boundary._collect import Collector, ImportCheck
 from harness_import_boundary._syntax import (
     ATTRIBUTE_BY_NAME,
+    BUILTIN_NAMES,
     DANGEROUS_BUILTINS,
     DUNDER_IMPORTS,
     DYNAMIC_ATTRIBUTE_METHODS,
@@ -90,6 +91,16 @@ class Resolver:
                 "star-import",
                 "a star import binds names that cannot be verified",
             )
+        elif check.renamed and verdict is Verdict.NAMESPACE:
+            # Under its own name the module is known wherever it is re-exported (x.trio.…);
+            # under another, its refused names would pass as the attributes of a project module.
+            self.report(
+                check.node,
+                "IB002",
+                check.target,
+                "module-value",
+                f'the partly allowed module "{check.target}" bound under another name escapes the allow-list',
+            )
 
     def _is_module_value(self, qualified: str) -> bool:
         return qualified in self.collector.module_targets or self._verdict(qualified) is Verdict.NAMESPACE
@@ -145,7 +156,7 @@ class Resolver:
                 return
             if self.allow is not None and imported and self._allow_chain(qualified, node, index == last):
                 return
-            if index and names[index] == "__dict__":
+            if index and names[index] == "__dict__" and (imported or names[0] in BUILTIN_NAMES):
                 self._namespace_dict(node, qualified)
                 return
             if index and self.forbidden.match(qualified) is not None:
@@ -376,7 +387,7 @@ class Resolver:
         if chain is None:
             return False
         resolution = resolve(scope, chain[0][0])
-        return resolution.builtin or resolution.from_import
+        return resolution.from_import or (resolution.builtin and chain[0][0] in BUILTIN_NAMES)
 
     def _dynamic_attribute(self, node: cst.CSTNode, message: str) -> None:
         self.report(node, "IB002", "", "dynamic-attribute", message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -128,6 +129,9 @@ ATTRIBUTE_BY_NAME: Final = frozenset({"builtins.getattr", "builtins.setattr", "b
 
 NAME_GETTERS: Final = frozenset({"operator.attrgetter", "operator.methodcaller"})
 """Callables that build an attribute reader from names given as arguments."""
+
+BUILTIN_NAMES: Final = frozenset(dir(builtins))
+"""The names the running interpreter's builtins module holds (an unbound name is not one)."""
 
 DICT_LOOKUPS: Final = frozenset({"get", "pop", "setdefault"})
 """Methods of ``__dict__`` that take a key, like a subscript."""
