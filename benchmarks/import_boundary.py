@@ -50,7 +50,7 @@ import libcst
 
 from harness_import_boundary import BoundaryConfig, __version__, check_paths
 
-COLD_TARGET_RATIO: Final = 2.0
+COLD_TARGET_RATIO: Final = 1.0
 WARM_TARGET_SECONDS: Final = 1.0
 RUFF_ENTRIES: Final = ("os", "subprocess", "shutil", "io", "builtins.open")
 TEST_DIRECTORIES: Final = frozenset({"test", "tests", "idle_test"})

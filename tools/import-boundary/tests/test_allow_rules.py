@@ -255,6 +255,17 @@ def test_a_refused_import_is_reported_once_and_not_again_at_its_uses() -> None:
     assert findings(source) == [ib001("sqlite3", "import", 1, 8)]
 
 
+def test_the_uses_of_a_refused_import_still_get_the_deny_rules() -> None:
+    source = "import builtins\nbuiltins.open('x')\nimport sys\nsys.modules['os']\n"
+
+    assert findings(source) == [
+        ib001("builtins", "import", 1, 8),
+        ib001("builtins.open", "builtin-open", 2, 10),
+        ib001("sys", "import", 3, 8),
+        ib001("os", "sys-modules", 4, 5),
+    ]
+
+
 def test_the_message_names_the_allow_list() -> None:
     raw = analyze_source(b"import sqlite3\n", MODULE_POLICY)
 

@@ -3,13 +3,16 @@
 libcst's ``PositionProvider`` records a range for every node, which costs more than parsing
 the file. The checker needs the start of only the nodes it reports, so it runs libcst's
 code generation once with a state that counts lines and columns and records the start of
-just those nodes. Code generation is libcst's own, so the positions are libcst's; a test
+just those nodes, stopping as soon as the last of them is reached (with the allow-list most
+files report something, most often their imports near the top). Code generation is libcst's
+own, so the positions are libcst's; a test
 compares them with ``PositionProvider`` on real files. The code-generation state is libcst
 internal API, so the dependency is pinned below libcst 2.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,6 +20,10 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 __all__ = ["start_positions"]
+
+
+class _AllFoundError(Exception):
+    """Every requested start is known: code generation stops early."""
 
 
 @dataclass
@@ -55,12 +62,18 @@ class _StartRecordingState(CodegenState):
         if own_parentheses:
             self.after_paren[id(own_parentheses[-1])] = key
         else:
-            self.starts[key] = (self.line, self.column + 1)
+            self._record(key)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         target = self.after_paren.pop(id(node), None)
         if target is not None:
-            self.starts[target] = (self.line, self.column + 1)
+            self._record(target)
+
+    def _record(self, key: int) -> None:
+        self.starts[key] = (self.line, self.column + 1)
+        if len(self.starts) == len(self.targets):
+            # Nothing after the last reported node moves a recorded start: skip the rest.
+            raise _AllFoundError
 
     def pop_trailing_newline(self) -> None:
         pass  # nothing follows the last token, so no recorded position depends on it
@@ -74,5 +87,6 @@ def start_positions(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[in
     state = _StartRecordingState(
         default_indent=module.default_indent, default_newline=module.default_newline, targets=targets
     )
-    module._codegen(state)  # pyright: ignore[reportPrivateUsage]
+    with contextlib.suppress(_AllFoundError):
+        module._codegen(state)  # pyright: ignore[reportPrivateUsage]
     return state.starts

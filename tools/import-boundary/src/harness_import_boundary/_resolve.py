@@ -137,13 +137,20 @@ class Resolver:
         resolution = resolve(reference.scope, reference.names[0])
         bases = [f"builtins.{reference.names[0]}"] if resolution.builtin else list(resolution.qualified)
         for base in bases:
-            if resolution.from_import and (
-                base in self.refused or self.forbidden.match(base) is not None or is_dynamic_loader(base)
-            ):
+            if resolution.from_import and (self.forbidden.match(base) is not None or is_dynamic_loader(base)):
                 continue  # reported once, at the import that obtained it
-            self._chain(reference, base, imported=resolution.from_import)
+            # An import the allow-list refused is reported at the import; its uses still get
+            # the deny rules (``builtins.open`` after ``import builtins``), not the allow-list.
+            checked = resolution.from_import and base not in self.refused
+            known = resolution.from_import or reference.names[0] in BUILTIN_NAMES
+            self._chain(reference, base, allow_checked=checked, known_base=known)
 
-    def _chain(self, reference: Reference, base: str, *, imported: bool) -> None:
+    def _chain(self, reference: Reference, base: str, *, allow_checked: bool, known_base: bool) -> None:
+        """Walk ``base.a.b…``: special names, the allow-list, ``__dict__`` and the deny rules.
+
+        ``known_base`` says the base is an import or a real builtin (a module, class or
+        function whose ``__dict__`` is a namespace), not an unbound name.
+        """
         names, nodes = reference.names, reference.nodes
         last = len(names) - 1
         qualified = base
@@ -154,9 +161,9 @@ class Resolver:
             called = reference.call if index == last else None
             if self._special(reference, qualified, node, index, called):
                 return
-            if self.allow is not None and imported and self._allow_chain(qualified, node, index == last):
+            if self.allow is not None and allow_checked and self._allow_chain(qualified, node, index == last):
                 return
-            if index and names[index] == "__dict__" and (imported or names[0] in BUILTIN_NAMES):
+            if index and names[index] == "__dict__" and known_base:
                 self._namespace_dict(node, qualified)
                 return
             if index and self.forbidden.match(qualified) is not None:
