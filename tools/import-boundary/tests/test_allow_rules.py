@@ -282,6 +282,17 @@ def test_exec_and_eval_are_unverifiable_as_values_too(name: str) -> None:
     assert findings(f"runner = {name}\n@{name}\ndef f(): ...\n") == [ib002(name, 1, 10), ib002(name, 2, 2)]
 
 
+def test_findings_keep_their_positions_where_the_statements_cannot_be_matched_line_by_line() -> None:
+    source = "import sqlite3\n@(\n    exec\n)\ndef f():\n    return vars\nx = y.__self__\n"
+
+    assert findings(source) == [
+        ib001("sqlite3", "import", 1, 8),
+        ib002("exec", 3, 5),
+        ib002("dangerous-builtin", 6, 12),
+        ib002("introspection", 7, 7),
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(INTROSPECTION_ATTRIBUTES))
 def test_every_introspection_attribute_is_unverifiable_on_any_receiver(name: str) -> None:
     assert findings(f"value = anything.{name}\n") == [ib002("introspection", 1, 18)]

@@ -27,8 +27,9 @@ import libcst as cst
 
 from harness_import_boundary._collect import Collector
 from harness_import_boundary._model import FilePolicy, RawFinding
-from harness_import_boundary._positions import start_positions
+from harness_import_boundary._positions import positions_by_statement, start_positions, statement_starts
 from harness_import_boundary._resolve import Resolver
+from harness_import_boundary._syntax import PendingFinding
 
 __all__ = ["MAX_SOURCE_BYTES", "analyze_source"]
 
@@ -62,8 +63,8 @@ def _decode(source: bytes) -> str | list[RawFinding]:
         return _unparsable(f"source is not valid {encoding}: {error.reason}", line, column)
 
 
-def _guard(source: bytes) -> list[RawFinding] | None:
-    """Refuse input that could crash libcst's native parser; ``None`` when it is safe.
+def _guard(source: bytes) -> list[RawFinding] | ast.Module:
+    """Refuse input that could crash libcst's native parser; the interpreter's tree when safe.
 
     The text is decoded first, so syntax-error columns count characters, not bytes.
     ``ast.parse`` runs at CPython's default recursion limit, whatever the caller set: input
@@ -85,7 +86,7 @@ def _guard(source: bytes) -> list[RawFinding] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(text)
+            tree = ast.parse(text)
     except SyntaxError as error:
         return _unparsable(f"syntax error: {error.msg}", error.lineno or 1, error.offset or 1)
     except (RecursionError, MemoryError):
@@ -94,22 +95,36 @@ def _guard(source: bytes) -> list[RawFinding] | None:
         return _unparsable(f"source cannot be parsed: {error}")
     finally:
         sys.setrecursionlimit(caller_limit)
-    return None
+    return tree
 
 
 def _analyze(source: bytes, policy: FilePolicy) -> list[RawFinding]:
-    refused = _guard(source)
-    if refused is not None:
-        return refused
+    tree = _guard(source)
+    if not isinstance(tree, ast.Module):
+        return tree
     caller_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(caller_limit, _WALK_RECURSION_LIMIT))
     try:
-        return _parse_and_walk(source, policy)
+        return _parse_and_walk(source, policy, tree)
     finally:
         sys.setrecursionlimit(caller_limit)
 
 
-def _parse_and_walk(source: bytes, policy: FilePolicy) -> list[RawFinding]:
+def _positions(
+    module: cst.Module, pending: list[PendingFinding], tree: ast.Module
+) -> dict[int, tuple[int, int]]:
+    """Where each pending finding's node starts: statement by statement when the trees match."""
+    if not pending:
+        return {}
+    groups: dict[int, list[cst.CSTNode]] = {}
+    for item in pending:
+        groups.setdefault(item.statement, []).append(item.node)
+    starts = statement_starts(module, tree)
+    positions = None if starts is None else positions_by_statement(module, groups, starts)
+    return positions if positions is not None else start_positions(module, (item.node for item in pending))
+
+
+def _parse_and_walk(source: bytes, policy: FilePolicy, tree: ast.Module) -> list[RawFinding]:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -120,7 +135,7 @@ def _parse_and_walk(source: bytes, policy: FilePolicy) -> list[RawFinding]:
         collector = Collector(policy)
         collector.walk(module)
         Resolver(collector).run()
-        positions = start_positions(module, (pending.node for pending in collector.pending))
+        positions = _positions(module, collector.pending, tree)
     except RecursionError:
         return _unparsable("source is nested too deeply to analyse")
     findings: list[RawFinding] = []

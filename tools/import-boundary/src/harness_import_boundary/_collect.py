@@ -49,6 +49,7 @@ class ImportCheck:
     """
 
     node: cst.CSTNode
+    statement: int
     target: str
     form: str
     kind: Literal["module", "name", "star"]
@@ -66,6 +67,7 @@ class NamedAccess:
     """
 
     scope: Scope
+    statement: int
     receiver: cst.BaseExpression | None
     name: str
     node: cst.CSTNode
@@ -135,7 +137,9 @@ class Collector:
         self.write_accesses: list[WriteAccess] = []
         self.import_checks: list[ImportCheck] = []
         self.named_accesses: list[NamedAccess] = []
-        self.mutations: list[tuple[Scope, cst.Attribute]] = []
+        self.mutations: list[tuple[Scope, int, cst.Attribute]] = []
+        self.statement = 0
+        """The index of the top-level statement being walked (findings are positioned by it)."""
         self.module_paths: set[str] = set()
         """Dotted names the file's import statements load as modules."""
         self.module_targets: set[str] = set()
@@ -156,12 +160,14 @@ class Collector:
         """Visit every relevant node once; ``visit_<Type>`` returning False skips children."""
         stack: list[cst.CSTNode | _Leave] = [module]
         handlers = self._handlers
+        top_level = {id(statement): index for index, statement in enumerate(module.body)}
         while stack:
             item = stack.pop()
             if type(item) is _Leave:
                 self._leave(item.node)
                 continue
             node: cst.CSTNode = item  # pyright: ignore[reportAssignmentType] - narrowed by the type test
+            self.statement = top_level.get(id(node), self.statement)
             kind = type(node)
             if kind not in handlers:
                 handlers[kind] = getattr(self, f"visit_{kind.__name__}", None)
@@ -215,12 +221,12 @@ class Collector:
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value)
         elif isinstance(target, cst.Attribute):
-            self.mutations.append((self.scope, target))
+            self.mutations.append((self.scope, self.statement, target))
 
     def _mutated(self, target: cst.BaseExpression) -> None:
         """Record attribute targets of statements that store or delete without binding a name."""
         if isinstance(target, cst.Attribute):
-            self.mutations.append((self.scope, target))
+            self.mutations.append((self.scope, self.statement, target))
         elif isinstance(target, cst.Tuple | cst.List):
             for element in target.elements:
                 self._mutated(element.value)
@@ -228,7 +234,7 @@ class Collector:
             self._mutated(target.value)
 
     def _report(self, node: cst.CSTNode, rule: str, module: str, form: str, message: str) -> None:
-        self.pending.append(PendingFinding(node, rule, module, form, message))
+        self.pending.append(PendingFinding(node, self.statement, rule, module, form, message))
 
     def _import_form(self, form: str) -> str:
         return f"{form}:type-checking" if self._type_checking_depth else form
@@ -270,7 +276,7 @@ class Collector:
             if bound is not None:
                 self.refused_bindings.add(bound)
         elif self.allow is not None:
-            check = ImportCheck(node, target, self._import_form(form), kind, bound, renamed)
+            check = ImportCheck(node, self.statement, target, self._import_form(form), kind, bound, renamed)
             self.import_checks.append(check)
 
     def _add_module_path(self, module: str) -> None:
@@ -509,7 +515,9 @@ class Collector:
         name = identifier(node.attr.value)
         if name in WRITE_METHODS or name == "open":
             self.write_accesses.append(
-                WriteAccess(self.scope, node.value, name, node.attr, self._call_of_func.get(id(node)))
+                WriteAccess(
+                    self.scope, self.statement, node.value, name, node.attr, self._call_of_func.get(id(node))
+                )
             )
         if name in INTROSPECTION_ATTRIBUTES:
             self._introspection(node.attr, name)
@@ -528,7 +536,7 @@ class Collector:
             self._dynamic_attribute(node.attr, f"{name} with a computed name cannot be verified")
             return
         receiver = arguments[0] if arguments and len(arguments) > 1 else node.value
-        self.named_accesses.append(NamedAccess(self.scope, receiver, attribute, node.attr))
+        self.named_accesses.append(NamedAccess(self.scope, self.statement, receiver, attribute, node.attr))
 
     def _dict_key(self, dictionary: cst.Attribute, key: cst.BaseExpression | None) -> None:
         """``x.__dict__[key]``: a constant key is the attribute ``x.<key>``; any other is dynamic."""
@@ -538,7 +546,8 @@ class Collector:
                 dictionary.attr, "a __dict__ lookup with a computed key cannot be verified"
             )
         else:
-            self.named_accesses.append(NamedAccess(self.scope, dictionary.value, name, dictionary.attr))
+            access = NamedAccess(self.scope, self.statement, dictionary.value, name, dictionary.attr)
+            self.named_accesses.append(access)
 
     def _dynamic_attribute(self, node: cst.CSTNode, message: str) -> None:
         self._report(node, "IB002", "", "dynamic-attribute", message)
@@ -559,7 +568,7 @@ class Collector:
             return
         self._handled.update(id(part) for part in chain_parts(expression))
         names, nodes = chain
-        self.references.append(Reference(self.scope, names, nodes, call, subscript))
+        self.references.append(Reference(self.scope, self.statement, names, nodes, call, subscript))
 
     # -- helpers that read the scopes built so far (imports precede their use)
 

@@ -49,24 +49,31 @@ class Resolver:
         self.allow = collector.allow
         self.module_paths = frozenset(collector.module_paths)
         self.refused = collector.refused_bindings
+        self.statement = 0
+        """The top-level statement of the record being resolved (findings carry it)."""
 
     def report(self, node: cst.CSTNode, rule: str, module: str, form: str, message: str) -> None:
-        self.collector.pending.append(PendingFinding(node, rule, module, form, message))
+        self.collector.pending.append(PendingFinding(node, self.statement, rule, module, form, message))
 
     def run(self) -> None:
         for check in self.collector.import_checks:
+            self.statement = check.statement
             self._import_check(check)
         for reference in self.collector.references:
+            self.statement = reference.statement
             self._reference(reference)
         for access in self.collector.named_accesses:
+            self.statement = access.statement
             self._named_access(access.scope, access.receiver, access.name, access.node)
         if self.allow is not None:
-            for scope, target in self.collector.mutations:
+            for scope, statement, target in self.collector.mutations:
+                self.statement = statement
                 self._mutation(scope, target)
         if self.forbidden.pathlib_write:
             self._compute_path_names()
-            for access in self.collector.write_accesses:
-                self._write_access(access)
+            for write in self.collector.write_accesses:
+                self.statement = write.statement
+                self._write_access(write)
 
     # -- the allow-list
 
@@ -386,7 +393,9 @@ class Resolver:
         elif name == "__dict__" and receiver is not None and self._is_namespace(receiver, scope):
             self._namespace_dict(node, "__dict__")
         elif name in WRITE_METHODS or name == "open":
-            self.collector.write_accesses.append(WriteAccess(scope, receiver, name, node, None))
+            self.collector.write_accesses.append(
+                WriteAccess(scope, self.statement, receiver, name, node, None)
+            )
 
     def _is_namespace(self, expression: cst.BaseExpression, scope: Scope) -> bool:
         """Whether ``expression`` is an imported name or a builtin (a module, class or function)."""

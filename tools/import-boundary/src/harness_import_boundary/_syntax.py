@@ -174,6 +174,7 @@ class Reference:
     """A load of a name or of a pure attribute chain ``base.a.b``, with how it is used."""
 
     scope: Scope
+    statement: int
     names: list[str]
     nodes: list[cst.CSTNode]
     call: cst.Call | None = None
@@ -185,6 +186,7 @@ class WriteAccess:
     """``receiver.<method>`` where the method may write through pathlib."""
 
     scope: Scope
+    statement: int
     receiver: cst.BaseExpression | None
     """The object written through, or ``None`` when unknown (``operator.methodcaller``)."""
     method: str
@@ -194,7 +196,10 @@ class WriteAccess:
 
 @dataclass(eq=False)
 class PendingFinding:
+    """A finding before positions: ``statement`` is the index of its top-level statement."""
+
     node: cst.CSTNode
+    statement: int
     rule: str
     module: str
     form: str
