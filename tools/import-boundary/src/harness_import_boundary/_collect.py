@@ -109,16 +109,29 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return names
 
 
+# Whether a value of a given type is a node the walk descends into. CSTNode is an abstract
+# base class, whose isinstance check is the walk's costliest step: it is asked once a type.
+_WALKED: dict[type, bool] = {}
+
+
+def _learn(value: object) -> bool:
+    walked = _WALKED[type(value)] = isinstance(value, cst.CSTNode) and type(value) not in _TRIVIA
+    return walked
+
+
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     children: list[cst.CSTNode] = []
+    walked = _WALKED
     for name in _child_fields(type(node)):
-        value = getattr(node, name)
-        if type(value) in (list, tuple):
-            for item in value:
-                if isinstance(item, cst.CSTNode) and type(item) not in _TRIVIA:
-                    children.append(item)
-        elif isinstance(value, cst.CSTNode) and type(value) not in _TRIVIA:
-            children.append(value)
+        value: object = getattr(node, name)
+        kind: type = type(value)
+        if kind is list or kind is tuple:
+            items: Sequence[object] = value  # pyright: ignore[reportAssignmentType] - checked above
+            for item in items:
+                if walked.get(type(item)) or (type(item) not in walked and _learn(item)):
+                    children.append(item)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
+        elif walked.get(kind) or (kind not in walked and _learn(value)):
+            children.append(value)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
     return children
 
 
