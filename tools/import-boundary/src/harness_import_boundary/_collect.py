@@ -122,15 +122,16 @@ def _learn(value: object) -> bool:
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     children: list[cst.CSTNode] = []
     walked = _WALKED
-    for name in _child_fields(type(node)):
+    kind = type(node)
+    for name in _CHILD_FIELDS.get(kind) or _child_fields(kind):
         value: object = getattr(node, name)
-        kind: type = type(value)
-        if kind is list or kind is tuple:
+        value_kind: type = type(value)
+        if value_kind is list or value_kind is tuple:
             items: Sequence[object] = value  # pyright: ignore[reportAssignmentType] - checked above
             for item in items:
                 if walked.get(type(item)) or (type(item) not in walked and _learn(item)):
                     children.append(item)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
-        elif walked.get(kind) or (kind not in walked and _learn(value)):
+        elif walked.get(value_kind) or (value_kind not in walked and _learn(value)):
             children.append(value)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
     return children
 
@@ -170,17 +171,22 @@ class Collector:
     # -- the walk: pre-order, in source order, skipping tokens and whitespace
 
     def walk(self, module: cst.Module) -> None:
-        """Visit every relevant node once; ``visit_<Type>`` returning False skips children."""
-        stack: list[cst.CSTNode | _Leave] = [module]
+        """Visit every relevant node once, statement by statement, in source order."""
+        # The module's only walked children are its statements (header and footer are trivia).
+        for index, statement in enumerate(module.body):
+            self.statement = index
+            self._walk_from(statement)
+
+    def _walk_from(self, top: cst.CSTNode) -> None:
+        """Pre-order walk below ``top``; ``visit_<Type>`` returning False skips children."""
+        stack: list[cst.CSTNode | _Leave] = [top]
         handlers = self._handlers
-        top_level = {id(statement): index for index, statement in enumerate(module.body)}
         while stack:
             item = stack.pop()
             if type(item) is _Leave:
                 self._leave(item.node)
                 continue
             node: cst.CSTNode = item  # pyright: ignore[reportAssignmentType] - narrowed by the type test
-            self.statement = top_level.get(id(node), self.statement)
             kind = type(node)
             if kind not in handlers:
                 handlers[kind] = getattr(self, f"visit_{kind.__name__}", None)
