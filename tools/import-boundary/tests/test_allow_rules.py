@@ -241,9 +241,64 @@ DYNAMIC_ATTRIBUTE_CASES = [
 ]
 
 
+STRING_ANNOTATION_CASES = [
+    case(
+        'class Payload:\n    x: "exec(code) or int"\n',
+        ib002("exec", 2, 8),
+        id="a string annotation is code, placed at the string",
+    ),
+    case('def f(a: "open") -> "int": ...\n', ib001("builtins.open", "builtin-open", 1, 10), id="a parameter"),
+    case('def f() -> "vars": ...\n', ib002("dangerous-builtin", 1, 12), id="a return annotation"),
+    case(
+        'HIDDEN = "open"\nclass Payload:\n    x: HIDDEN\n',
+        ib001("builtins.open", "builtin-open", 1, 10),
+        id="a string bound to a name used as an annotation",
+    ),
+    case("x: \"list['eval']\"\n", ib002("eval", 1, 4), id="a string inside a string"),
+    case('x: "(y for y in ()).gi_frame"\n', ib002("introspection", 1, 4), id="any expression"),
+    case(
+        'import typing\nx: "typing.sys"\n',
+        ib001("typing.sys", "attribute", 2, 4),
+        id="the allow-list inside the string",
+    ),
+    case('x: "\\u0065xec"\n', ib002("exec", 1, 4), id="escapes are decoded first"),
+    case(f'x: "{"int | " * 2000}int"\n', ib002("string-annotation", 1, 4), id="a string too long to parse"),
+    case(
+        "import typing\nRow = typing.NamedTuple('Row', [('x', 'exec')])\n",
+        ib002("exec", 2, 39),
+        id="the string field type of a NamedTuple",
+    ),
+    case(
+        "import dataclasses\nRow = dataclasses.make_dataclass('Row', fields)\n",
+        ib002("dynamic-type", 2, 7),
+        id="a type built from a variable",
+    ),
+    case(
+        "import msgspec\nRow = msgspec.defstruct('Row', [('x', int)], bases=make())\n",
+        ib002("dynamic-type", 2, 7),
+        id="a type built with a computed keyword",
+    ),
+    case(
+        "Row = type('Row', (object,), {'__annotations__': {'x': 'vars'}})\n",
+        ib002("dangerous-builtin", 1, 56),
+        id="a class built by type",
+    ),
+    case(
+        "Row = type('Row', *parts)\n",
+        ib002("dynamic-type", 1, 7),
+        id="type with star arguments",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("source", "expected"),
-    NOT_ALLOWED_CASES + MODULE_VALUE_CASES + RELATIVE_CASES + MUTATION_CASES + DYNAMIC_ATTRIBUTE_CASES,
+    NOT_ALLOWED_CASES
+    + MODULE_VALUE_CASES
+    + RELATIVE_CASES
+    + MUTATION_CASES
+    + DYNAMIC_ATTRIBUTE_CASES
+    + STRING_ANNOTATION_CASES,
 )
 def test_the_allow_list_rules_report_each_form(source: str, expected: list[Seen]) -> None:
     assert findings(source) == expected
@@ -466,6 +521,32 @@ CLEAN_KERNEL_CODE = [
         id="a fullwidth local name",
     ),
 ]
+
+
+CLEAN_KERNEL_CODE.append(
+    pytest.param(
+        """\
+        import typing
+        from typing import Annotated, Literal
+
+        import msgspec
+
+        Kind = Literal["open", "exec", "__import__('os')"]
+
+        class Payload(msgspec.Struct):
+            kind: Literal["open", "vars"]
+            count: Annotated[int, "exec is only metadata"]
+            later: "Payload | None" = None
+            items: "list[int]" = []
+
+        Row = typing.NamedTuple("Row", [("x", int), ("y", "list[str]")])
+        T = typing.TypeVar("T", bound=Payload)
+        kind = type(Payload)
+        broken: "not (python"
+        """,
+        id="annotations that are values, metadata or plain types",
+    )
+)
 
 
 @pytest.mark.parametrize("source", CLEAN_KERNEL_CODE)

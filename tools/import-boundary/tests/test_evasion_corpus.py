@@ -265,6 +265,67 @@ FORMS: Final[dict[str, Form]] = {
     "an allowed module patched": static("import typing\ntyping.TYPE_CHECKING = True\n"),
     "setattr on an allowed module": static("import json\nsetattr(json, 'loads', len)\n"),
     "star import of trio": static("from trio import *\n"),
+    # -- strings that msgspec and typing evaluate as type annotations
+    "a string annotation on a Struct field": live(
+        """\
+        import msgspec
+        class Payload(msgspec.Struct):
+            x: "open(MARKER, 'w').close() or int"
+        msgspec.json.decode(b'{"x": 1}', type=Payload)
+        """
+    ),
+    "a string annotation through a name": live(
+        """\
+        import msgspec
+        HIDDEN = "open(MARKER, 'w').close() or int"
+        class Payload(msgspec.Struct):
+            x: HIDDEN
+        msgspec.json.decode(b'{"x": 1}', type=Payload)
+        """
+    ),
+    "a string nested in a string annotation": live(
+        """\
+        import msgspec
+        class Payload(msgspec.Struct):
+            x: "list['open(MARKER, chr(119)).close() or int']"
+        msgspec.json.decode(b'{"x": [1]}', type=Payload)
+        """
+    ),
+    "a NamedTuple built with a string field type": live(
+        """\
+        import msgspec
+        import typing
+        Row = typing.NamedTuple("Row", [("x", "open(MARKER, 'w').close() or int")])
+        msgspec.json.decode(b'[1]', type=Row)
+        """
+    ),
+    "msgspec.defstruct with a string field type": live(
+        """\
+        import msgspec
+        Payload = msgspec.defstruct("Payload", [("x", "open(MARKER, 'w').close() or int")])
+        msgspec.json.decode(b'{"x": 1}', type=Payload)
+        """
+    ),
+    "a class built by type() with string annotations": live(
+        """\
+        import msgspec
+        fields = {"__annotations__": {"x": "open(MARKER, 'w').close() or int"}}
+        Payload = type("Payload", (msgspec.Struct,), fields)
+        msgspec.json.decode(b'{"x": 1}', type=Payload)
+        """
+    ),
+    "a type built from computed fields": static(
+        "import typing\nfields = load()\nRow = typing.NamedTuple('Row', fields)\n"
+    ),
+    "annotations written after the class": live(
+        """\
+        import msgspec
+        class Payload(msgspec.Struct):
+            x: int
+        Payload.__annotations__["x"] = "open(MARKER, 'w').close() or int"
+        msgspec.json.decode(b'{"x": 1}', type=Payload)
+        """
+    ),
     # -- pathlib writes
     "Path.open with star mode": live('from pathlib import Path\nPath(MARKER).open(*"w").close()\n'),
     "Path.open with a mode in kwargs": live(
@@ -438,18 +499,21 @@ def test_every_file_form_of_the_corpus_is_flagged(tmp_path: Path, write: Callabl
 
 LIVE_RUNNER: Final = textwrap.dedent(
     """
-    import builtins, json, os, sys
+    import builtins, json, os, sys, types
     request = json.load(sys.stdin)
     outcome = {}
-    for case in request:
-        namespace = {
-            "__name__": "harness_kernel._evasion",
-            "__builtins__": builtins.__dict__,
-            "MARKER": case["marker"],
-            "DIR": os.path.dirname(case["marker"]),
-            "NAME": os.path.basename(case["marker"]),
-            "SECRET": case["secret"],
-        }
+    for index, case in enumerate(request):
+        # A registered module, so that what evaluates annotations finds its globals.
+        module = types.ModuleType(f"harness_kernel_evasion_{index}")
+        sys.modules[module.__name__] = module
+        namespace = module.__dict__
+        namespace.update(
+            __builtins__=builtins.__dict__,
+            MARKER=case["marker"],
+            DIR=os.path.dirname(case["marker"]),
+            NAME=os.path.basename(case["marker"]),
+            SECRET=case["secret"],
+        )
         error = None
         try:
             exec(compile(case["source"], "<" + case["id"] + ">", "exec"), namespace)

@@ -3,7 +3,8 @@
 Hypothesis builds programs from a capability (a way to reach builtins, frames, globals or a
 host module), an identifier spelling (ASCII, fullwidth or mathematical letters, which the
 interpreter folds together with NFKC), a syntactic context (a function body, a default, a
-decorator, a comprehension, an f-string, a match case…) and a chain of aliases. Each must be
+decorator, a comprehension, an f-string, a string annotation, a match case…) and a chain of
+aliases. Each must be
 flagged on a line of its own program. The same contexts around harmless expressions must
 stay clean, and respelling any program's identifiers must not change what it reports.
 """
@@ -94,6 +95,8 @@ CONTEXTS: Final = [
     "value = {e} if condition else None\n",
     "print({e})\n",
     "values = [*{{{e}}}]\n",
+    "class Holder:\n    value: '''{e}'''\n",
+    "def function(value: '''{e}''') -> None:\n    pass\n",
 ]
 
 

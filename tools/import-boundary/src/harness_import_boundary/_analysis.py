@@ -124,6 +124,12 @@ def _positions(
     return positions if positions is not None else start_positions(module, (item.node for item in pending))
 
 
+def _place_parsed_strings(pending: list[PendingFinding], alias: dict[int, cst.CSTNode]) -> None:
+    """Findings inside a string that was parsed as code are placed at the string."""
+    for item in pending:
+        item.node = alias.get(id(item.node), item.node)
+
+
 def _parse_and_walk(source: bytes, policy: FilePolicy, tree: ast.Module) -> list[RawFinding]:
     try:
         module = cst.parse_module(source)
@@ -135,6 +141,7 @@ def _parse_and_walk(source: bytes, policy: FilePolicy, tree: ast.Module) -> list
         collector = Collector(policy)
         collector.walk(module)
         Resolver(collector).run()
+        _place_parsed_strings(collector.pending, collector.position_alias)
         positions = _positions(module, collector.pending, tree)
     except RecursionError:
         return _unparsable("source is nested too deeply to analyse")

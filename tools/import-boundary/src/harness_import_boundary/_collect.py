@@ -15,8 +15,16 @@ from typing import Any, Final, Literal, TypeGuard
 
 import libcst as cst
 
+from harness_import_boundary._annotations import (
+    ANNOTATION_DEPTH,
+    TYPE_BUILDERS,
+    annotation_strings,
+    parse_annotation,
+    scope_strings,
+)
 from harness_import_boundary._model import FilePolicy
 from harness_import_boundary._syntax import (
+    BUILTIN_NAMES,
     DICT_LOOKUPS,
     DYNAMIC_ATTRIBUTE_METHODS,
     INTROSPECTION_ATTRIBUTES,
@@ -136,6 +144,22 @@ def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     return children
 
 
+# What a field-type argument may be made of, beside names, numbers and strings.
+_TYPE_DISPLAY_PARTS: Final = (
+    cst.Attribute,
+    cst.Subscript,
+    cst.SubscriptElement,
+    cst.Index,
+    cst.BinaryOperation,
+    cst.List,
+    cst.Tuple,
+    cst.Set,
+    cst.Dict,
+    cst.Element,
+    cst.DictElement,
+)
+
+
 class Collector:
     """Collects scopes, import findings and references; resolves nothing until the end."""
 
@@ -160,6 +184,9 @@ class Collector:
         """Qualified names bound by ``import`` statements: modules for certain."""
         self.refused_bindings: set[str] = set()
         """Qualified names whose import was reported: their uses are not reported again."""
+        self.position_alias: dict[int, cst.CSTNode] = {}
+        """Nodes parsed from strings (not in the module): where their findings are placed."""
+        self._analysed_strings: set[int] = set()
         self._handled: set[int] = set()
         self._scope_entries: dict[int, Scope] = {}
         self._scope_stack: list[Scope] = []
@@ -410,6 +437,7 @@ class Collector:
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._handled.add(id(node.name))
         self._bind(node.name.value)
+        self.scope.definitions.add(identifier(node.name.value))
         scope = Scope("function", self.scope)
         self._bind_parameters(node.params, scope)
         self._scope_entries[id(node.body)] = scope
@@ -435,6 +463,7 @@ class Collector:
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._handled.add(id(node.name))
         self._bind(node.name.value)
+        self.scope.definitions.add(identifier(node.name.value))
         self._scope_entries[id(node.body)] = Scope("class", self.scope)
 
     def _enter_comprehension(self, node: cst.CSTNode) -> None:
@@ -509,8 +538,91 @@ class Collector:
 
     # -- references
 
+    # -- strings that become code (see _annotations)
+
+    def visit_Annotation(self, node: cst.Annotation) -> None:
+        self._annotation_code(node.annotation, 0, None)
+
+    def _annotation_code(self, expression: cst.BaseExpression, depth: int, place: cst.CSTNode | None) -> None:
+        """Walk the strings of a type expression as the code they become when evaluated."""
+        strings = annotation_strings(
+            expression,
+            self._qualified_now,
+            lambda name: scope_strings(self.scope, identifier(name)),
+            _children,
+        )
+        for string, text in list(strings):
+            if id(string) in self._analysed_strings:
+                continue
+            self._analysed_strings.add(id(string))
+            at = place if place is not None else string
+            parsed = parse_annotation(text) if depth < ANNOTATION_DEPTH else "strings nested this deep"
+            if isinstance(parsed, str):
+                self._report(at, "IB002", "", "string-annotation", parsed)
+            elif parsed is not None:
+                self._walk_from(parsed)
+                self._place_at(parsed, at)
+                self._annotation_code(parsed, depth + 1, at)
+
+    def _place_at(self, parsed: cst.CSTNode, at: cst.CSTNode) -> None:
+        stack: list[cst.CSTNode] = [parsed]
+        while stack:
+            node = stack.pop()
+            self.position_alias[id(node)] = at
+            stack.extend(node.children)
+
+    def _type_builder(self, call: cst.Call) -> None:
+        """Field types given to a type built at run time are evaluated like annotations."""
+        arguments = list(call.args)
+        if arguments and arguments[0].keyword is None and not arguments[0].star:
+            arguments = arguments[1:]  # the name
+        for argument in arguments:
+            if argument.star or not self._is_type_display(argument.value):
+                self._report(
+                    call.func,
+                    "IB002",
+                    "",
+                    "dynamic-type",
+                    "a type built from computed fields may carry string types that are evaluated later",
+                )
+                return
+            self._annotation_code(argument.value, 0, None)
+
+    def _is_type_display(self, expression: cst.BaseExpression) -> bool:
+        """Whether ``expression`` shows every field type it holds (no variable hides one)."""
+        stack: list[cst.CSTNode] = [expression]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                name = identifier(node.value)
+                if name not in ("None", "True", "False") and not self._names_a_type(name):
+                    return False
+            elif isinstance(node, _TYPE_DISPLAY_PARTS):
+                stack.extend(_children(node))
+            elif not isinstance(node, cst.BaseNumber | cst.SimpleString | cst.ConcatenatedString):
+                return False
+        return True
+
+    def _names_a_type(self, name: str) -> bool:
+        resolution = resolve(self.scope, name)
+        if resolution.from_import or (resolution.builtin and name in BUILTIN_NAMES):
+            return True
+        current: Scope | None = self.scope
+        while current is not None:
+            if name in current.bindings or name in current.imports:
+                return name in current.definitions and name not in current.assignments
+            current = current.parent
+        return False
+
     def visit_Call(self, node: cst.Call) -> None:
         self._call_of_func[id(node.func)] = node
+        qualified = self._qualified_now(node.func)
+        if any(name in TYPE_BUILDERS for name in qualified) and (
+            "builtins.type" not in qualified
+            or len(node.args) > 1
+            or any(argument.star for argument in node.args)
+        ):
+            self._type_builder(node)
         function = node.func
         if (
             isinstance(function, cst.Attribute)

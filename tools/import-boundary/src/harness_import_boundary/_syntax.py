@@ -70,6 +70,8 @@ NON_PATH_LITERALS: Final = (
 
 INTROSPECTION_ATTRIBUTES: Final = frozenset(
     {
+        # string annotations are code once msgspec or typing evaluates them
+        "__annotations__",
         # functions, methods and builtins that lead to globals, builtins or code
         "__globals__",
         "__builtins__",
@@ -158,6 +160,8 @@ class Scope:
     )
     path_annotated: set[str] = field(default_factory=set[str])
     path_names: set[str] = field(default_factory=set[str])
+    definitions: set[str] = field(default_factory=set[str])
+    """Names bound by ``class`` or ``def`` statements (types, not values)."""
 
 
 @dataclass(frozen=True)
