@@ -207,6 +207,38 @@ DYNAMIC_ATTRIBUTE_CASES = [
     ),
     case("hook = x.__getattr__\n", ib002("dynamic-attribute", 1, 10), id="__getattr__ taken"),
     case("x.__dict__[name]\n", ib002("dynamic-attribute", 1, 3), id="a __dict__ lookup with a computed key"),
+    case("namespace = x.__dict__\n", ib002("dynamic-attribute", 1, 15), id="a __dict__ held as a value"),
+    case(
+        "def state(self):\n    return self.__dict__\n",
+        ib002("dynamic-attribute", 2, 17),
+        id="an instance __dict__ returned (a method can be called with a class)",
+    ),
+    case("getattr(x, '__dict__')\n", ib002("dynamic-attribute", 1, 1), id="a __dict__ read by name"),
+    case(
+        "found = d['__subclasses__']\n",
+        ib002("introspection", 1, 11),
+        id="a namespace lookup by a dangerous key",
+    ),
+    case(
+        "found = d.get('__builtins__')\n",
+        ib002("introspection", 1, 15),
+        id="a namespace get by a dangerous key",
+    ),
+    case(
+        "import msgspec\nclass View(msgspec.Struct):\n    __self__: object\n",
+        ib002("introspection", 3, 5),
+        id="a field named as a dangerous attribute",
+    ),
+    case(
+        "import msgspec\nview = msgspec.convert(obj, View, from_attributes=True)\n",
+        ib002("dynamic-attribute", 2, 16),
+        id="msgspec.convert from attributes",
+    ),
+    case(
+        "import msgspec\nconvert = msgspec.convert\n",
+        ib002("dynamic-attribute", 2, 19),
+        id="msgspec.convert used as a value",
+    ),
     case("x.__dict__.get(name)\n", ib002("dynamic-attribute", 1, 3), id="a __dict__ get with a computed key"),
     case(
         "x.__dict__['__code__']\n", ib002("introspection", 1, 3), id="a __dict__ lookup of a dangerous name"
@@ -466,12 +498,14 @@ CLEAN_KERNEL_CODE = [
                 self.code = code
 
             def __reduce__(self):
-                return (type(self), (self.code,), self.__dict__)
+                return (type(self), (self.code,))
 
         def describe(error: BaseException) -> str:
             code = getattr(error, "code", None)
             if hasattr(error, "retryable") and "code" in type(error).__dict__:
                 return str(code)
+            if "code" not in error.__dict__:
+                return ""
             return type(error).__qualname__ + str([klass.__name__ for klass in type(error).__mro__])
         """,
         id="errors read by constant names",
@@ -545,6 +579,24 @@ CLEAN_KERNEL_CODE.append(
         broken: "not (python"
         """,
         id="annotations that are values, metadata or plain types",
+    )
+)
+
+
+CLEAN_KERNEL_CODE.append(
+    pytest.param(
+        """\
+        import msgspec
+
+        class Payload(msgspec.Struct, rename="camel"):
+            tool_name: str
+
+        decoded = msgspec.convert({"toolName": "x"}, Payload)
+        same = msgspec.convert(decoded, Payload, from_attributes=False)
+        record = {"name": "x"}
+        print(record["name"], record.get("kind"))
+        """,
+        id="msgspec conversions from plain data",
     )
 )
 

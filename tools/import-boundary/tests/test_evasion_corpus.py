@@ -326,6 +326,51 @@ FORMS: Final[dict[str, Form]] = {
         msgspec.json.decode(b'{"x": 1}', type=Payload)
         """
     ),
+    # -- attributes read by the names a type or a key declares
+    "a class __dict__ held in a variable": live(
+        f"""\
+        klass = type
+        namespace = klass.__dict__
+        found = namespace["__subclasses__"](object)
+        g = [c for c in found if c.__name__ == "_wrap_close"][0].__init__.__globals__
+        g["close"](g["open"](MARKER, {CREATE}))
+        """
+    ),
+    "an instance __dict__ gadget called with a class": live(
+        f"""\
+        class Error(Exception):
+            def __reduce__(self):
+                return (type(self), (), self.__dict__)
+        name = "__sub" + "classes__"
+        found = Error.__reduce__(type)[2][name](object)
+        g = [c for c in found if c.__name__ == "_wrap_close"][0].__init__.__globals__
+        g["close"](g["open"](MARKER, {CREATE}))
+        """
+    ),
+    "msgspec.convert from attributes": live(
+        """\
+        import msgspec
+        class View(msgspec.Struct):
+            __self__: object
+        builtins_module = msgspec.structs.astuple(msgspec.convert(print, View, from_attributes=True))[0]
+        builtins_module.open(MARKER, "w").close()
+        """
+    ),
+    "msgspec.convert through a renamed field": live(
+        """\
+        import msgspec
+        class View(msgspec.Struct, rename={"x": "__self__"}):
+            x: object
+        msgspec.convert(print, View, from_attributes=True).x.open(MARKER, "w").close()
+        """
+    ),
+    "a pattern reading a dangerous attribute": live(
+        """\
+        match print:
+            case object(__self__=module):
+                module.open(MARKER, "w").close()
+        """
+    ),
     # -- pathlib writes
     "Path.open with star mode": live('from pathlib import Path\nPath(MARKER).open(*"w").close()\n'),
     "Path.open with a mode in kwargs": live(

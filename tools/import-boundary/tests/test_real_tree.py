@@ -22,8 +22,11 @@ REVIEWED_SUPPRESSIONS = [
     ("packages/kernel/src/harness_kernel/_event_codec.py", "IB002", "introspection"),
     # A provider error's attribute read without running descriptors; the names are constants.
     ("packages/kernel/src/harness_kernel/_legacy_loop.py", "IB002", "dynamic-attribute"),
+    ("packages/kernel/src/harness_kernel/_legacy_loop.py", "IB002", "dynamic-attribute"),
     # The caller's model and permission methods, read by constant names.
     ("packages/kernel/src/harness_kernel/_runtime_input.py", "IB002", "dynamic-attribute"),
+    # Tool errors pickle their own instance dictionary, handed out in one place.
+    ("packages/tools/src/harness_tools/_errors.py", "IB002", "dynamic-attribute"),
 ]
 
 

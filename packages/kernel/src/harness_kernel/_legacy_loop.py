@@ -126,7 +126,9 @@ def _static_attribute(error: BaseException, name: str) -> object:
                 return None
             break
     try:
-        instance = object.__getattribute__(error, "__dict__")
+        instance = object.__getattribute__(  # harness-import-boundary: allow IB002 -- plain data, no getters
+            error, "__dict__"
+        )
     except AttributeError:
         instance = None
     if type(instance) is dict and name in instance:

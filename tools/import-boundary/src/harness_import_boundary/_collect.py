@@ -187,6 +187,10 @@ class Collector:
         self.position_alias: dict[int, cst.CSTNode] = {}
         """Nodes parsed from strings (not in the module): where their findings are placed."""
         self._analysed_strings: set[int] = set()
+        self._dict_lookups: set[int] = set()
+        """``x.__dict__`` nodes used only for a key lookup or a membership test."""
+        self.dict_values: set[int] = set()
+        """``__dict__`` attribute names reported here as values (the resolver does not repeat them)."""
         self._handled: set[int] = set()
         self._scope_entries: dict[int, Scope] = {}
         self._scope_stack: list[Scope] = []
@@ -259,6 +263,9 @@ class Collector:
         if isinstance(target, cst.Name):
             self._handled.add(id(target))
             self._bind(target.value)
+            if self.scope.kind == "class" and identifier(target.value) in INTROSPECTION_ATTRIBUTES:
+                # A field named so makes msgspec read that attribute (convert, from_attributes).
+                self._introspection(target, identifier(target.value))
             if value is not None:
                 self.scope.assignments.setdefault(identifier(target.value), []).append(value)
         elif isinstance(target, cst.Tuple | cst.List):
@@ -524,6 +531,12 @@ class Collector:
         if node.keyword is not None:
             self._handled.add(id(node.keyword))
 
+    def visit_MatchKeywordElement(self, node: cst.MatchKeywordElement) -> None:
+        """``case C(name=…)`` reads the attribute ``name`` of the subject."""
+        self._handled.add(id(node.key))
+        access = NamedAccess(self.scope, self.statement, None, identifier(node.key.value), node.key)
+        self.named_accesses.append(access)
+
     def visit_MatchAs(self, node: cst.MatchAs) -> None:
         if node.name is not None:
             self._bind_target(node.name)
@@ -624,23 +637,35 @@ class Collector:
         ):
             self._type_builder(node)
         function = node.func
-        if (
-            isinstance(function, cst.Attribute)
-            and identifier(function.attr.value) in DICT_LOOKUPS
-            and _is_dict_attribute(function.value)
-        ):
+        if isinstance(function, cst.Attribute) and identifier(function.attr.value) in DICT_LOOKUPS:
             arguments = positional_arguments(node)
-            self._dict_key(function.value, arguments[0] if arguments else None)
+            if _is_dict_attribute(function.value):
+                self._dict_key(function.value, arguments[0] if arguments else None)
+            elif arguments:
+                self._namespace_key(arguments[0])
         self._reference(node.func, call=node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        key: cst.BaseExpression | None = None
+        if len(node.slice) == 1:
+            index = node.slice[0].slice
+            key = index.value if isinstance(index, cst.Index) else None
         if _is_dict_attribute(node.value):
-            key: cst.BaseExpression | None = None
-            if len(node.slice) == 1:
-                index = node.slice[0].slice
-                key = index.value if isinstance(index, cst.Index) else None
             self._dict_key(node.value, key)
+        elif key is not None:
+            self._namespace_key(key)
         self._reference(node.value, subscript=node)
+
+    def _namespace_key(self, key: cst.BaseExpression) -> None:
+        """A lookup by a name like ``"__builtins__"`` only ever reads a namespace."""
+        name = static_string(key)
+        if name is not None and name in INTROSPECTION_ATTRIBUTES:
+            self._introspection(key, name)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for target in node.comparisons:
+            if isinstance(target.operator, cst.In | cst.NotIn) and _is_dict_attribute(target.comparator):
+                self._dict_lookups.add(id(target.comparator))
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         name = identifier(node.attr.value)
@@ -654,6 +679,12 @@ class Collector:
             self._introspection(node.attr, name)
         elif name in DYNAMIC_ATTRIBUTE_METHODS:
             self._attribute_method(node, name)
+        elif name == "__dict__" and id(node) not in self._dict_lookups:
+            # A namespace held as a value can be read later by any key (d["__subclasses__"]).
+            self.dict_values.add(id(node.attr))
+            self._dynamic_attribute(
+                node.attr, "a __dict__ used as a value can be read by names that cannot be verified"
+            )
         self._handled.add(id(node.attr))
         if id(node) not in self._handled:
             self._reference(node)
@@ -671,6 +702,7 @@ class Collector:
 
     def _dict_key(self, dictionary: cst.Attribute, key: cst.BaseExpression | None) -> None:
         """``x.__dict__[key]``: a constant key is the attribute ``x.<key>``; any other is dynamic."""
+        self._dict_lookups.add(id(dictionary))
         name = None if key is None else static_string(key)
         if name is None:
             self._dynamic_attribute(

@@ -170,7 +170,12 @@ class Resolver:
                 return
             if self.allow is not None and allow_checked and self._allow_chain(qualified, node, index == last):
                 return
-            if index and names[index] == "__dict__" and known_base:
+            if (
+                index
+                and names[index] == "__dict__"
+                and known_base
+                and id(node) not in self.collector.dict_values
+            ):
                 self._namespace_dict(node, qualified)
                 return
             if index and self.forbidden.match(qualified) is not None:
@@ -240,6 +245,8 @@ class Resolver:
                 )
             return True
         if qualified in ("builtins.__builtins__", "builtins.__dict__"):
+            # The builtins namespace has its own form; the walk's "used as a value" gives way.
+            self.collector.pending[:] = [item for item in self.collector.pending if item.node is not node]
             self.report(
                 node, "IB002", "", "builtins-access", "access to the builtins namespace cannot be verified"
             )
@@ -266,6 +273,9 @@ class Resolver:
             return True
         if qualified in NAME_GETTERS:
             self._name_getter(reference.scope, node, call, qualified)
+            return True
+        if qualified == "msgspec.convert":
+            self._convert(node, call)
             return True
         if qualified == "sys.modules":
             self._sys_modules(reference, node, index)
@@ -375,6 +385,24 @@ class Resolver:
             for name in (dotted or "").split("."):
                 self._named_access(scope, None, name, node)
 
+    def _convert(self, node: cst.CSTNode, call: cst.Call | None) -> None:
+        """``msgspec.convert(obj, T, from_attributes=True)`` reads the attributes T's fields name."""
+        if call is None:
+            self._dynamic_attribute(
+                node, "msgspec.convert used as a value may read attributes by field names"
+            )
+            return
+        for argument in call.args:
+            if argument.star == "**" or (
+                argument.keyword is not None
+                and identifier(argument.keyword.value) == "from_attributes"
+                and not (isinstance(argument.value, cst.Name) and argument.value.value == "False")
+            ):
+                self._dynamic_attribute(
+                    node, "msgspec.convert from attributes reads the names a type declares"
+                )
+                return
+
     def _named_access(
         self, scope: Scope, receiver: cst.BaseExpression | None, name: str, node: cst.CSTNode
     ) -> None:
@@ -390,8 +418,10 @@ class Resolver:
             )
         elif name in DYNAMIC_ATTRIBUTE_METHODS:
             self._dynamic_attribute(node, f"{name} reads attributes by names that cannot be verified")
-        elif name == "__dict__" and receiver is not None and self._is_namespace(receiver, scope):
-            self._namespace_dict(node, "__dict__")
+        elif name == "__dict__":
+            self._dynamic_attribute(
+                node, "a __dict__ read by name can be read by keys that cannot be verified"
+            )
         elif name in WRITE_METHODS or name == "open":
             self.collector.write_accesses.append(
                 WriteAccess(scope, self.statement, receiver, name, node, None)
