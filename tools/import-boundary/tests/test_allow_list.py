@@ -69,6 +69,9 @@ VERDICTS = [
     ("uuid.uuid1", REFUSED),
     ("uuid.uuid4", ALLOWED),
     ("string.Formatter", REFUSED),
+    ("warnings.warn", ALLOWED),
+    ("warnings.formatwarning", REFUSED),
+    ("warnings.warn_explicit", REFUSED),
     # single names of mixed modules; the modules themselves are only namespaces
     ("inspect", NAMESPACE),
     ("inspect.isawaitable", ALLOWED),

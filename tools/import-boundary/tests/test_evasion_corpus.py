@@ -260,6 +260,10 @@ FORMS: Final[dict[str, Form]] = {
         "import types\n"
         "types.FunctionType((lambda: open(MARKER, 'w').close()).__code__, {'MARKER': MARKER})()\n"
     ),
+    "warnings.formatwarning reads any file": live(
+        'import warnings\ntext = warnings.formatwarning("m", UserWarning, SECRET, 1)\n'
+        'LEAK = text.splitlines()[1].strip() + "\\n"\n'
+    ),
     "contextlib.chdir": static("import contextlib\nwith contextlib.chdir('/'):\n    pass\n"),
     "uuid.getnode": static("import uuid\nnode = uuid.getnode()\n"),
     "an allowed module patched": static("import typing\ntyping.TYPE_CHECKING = True\n"),

@@ -164,6 +164,9 @@ DEFAULT_ALLOW: Final[tuple[str, ...]] = (
     "!uuid.getnode",
     "!uuid.uuid1",
     "warnings",
+    "!warnings.formatwarning",
+    "!warnings.showwarning",
+    "!warnings.warn_explicit",
     "weakref",
     "zlib",
     # Single pure names of modules that also reach frames, files or the import system.
