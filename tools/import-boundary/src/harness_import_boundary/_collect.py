@@ -39,6 +39,7 @@ from harness_import_boundary._syntax import (
     dotted_name,
     flatten_chain,
     identifier,
+    introspection_message,
     is_dynamic_loader,
     positional_arguments,
     resolve,
@@ -431,13 +432,7 @@ class Collector:
                 self._bind(bound.split(".", 1)[0])
 
     def _introspection(self, node: cst.CSTNode, name: str) -> None:
-        self._report(
-            node,
-            "IB002",
-            "",
-            "introspection",
-            f'"{name}" reaches frames, globals, builtins, code objects or every class; it cannot be verified',
-        )
+        self._report(node, "IB002", "", "introspection", introspection_message(name))
 
     # -- scopes
 

@@ -31,6 +31,7 @@ from harness_import_boundary._syntax import (
     flatten_chain,
     has_star_arguments,
     identifier,
+    introspection_message,
     is_dynamic_loader,
     positional_arguments,
     resolve,
@@ -408,14 +409,7 @@ class Resolver:
     ) -> None:
         """Rules for ``receiver.<name>`` where the name comes from a constant string."""
         if name in INTROSPECTION_ATTRIBUTES:
-            self.report(
-                node,
-                "IB002",
-                "",
-                "introspection",
-                f'"{name}" reaches frames, globals, builtins, code objects or every class; '
-                "it cannot be verified",
-            )
+            self.report(node, "IB002", "", "introspection", introspection_message(name))
         elif name in DYNAMIC_ATTRIBUTE_METHODS:
             self._dynamic_attribute(node, f"{name} reads attributes by names that cannot be verified")
         elif name == "__dict__":
@@ -426,14 +420,6 @@ class Resolver:
             self.collector.write_accesses.append(
                 WriteAccess(scope, self.statement, receiver, name, node, None)
             )
-
-    def _is_namespace(self, expression: cst.BaseExpression, scope: Scope) -> bool:
-        """Whether ``expression`` is an imported name or a builtin (a module, class or function)."""
-        chain = flatten_chain(expression)
-        if chain is None:
-            return False
-        resolution = resolve(scope, chain[0][0])
-        return resolution.from_import or (resolution.builtin and chain[0][0] in BUILTIN_NAMES)
 
     def _dynamic_attribute(self, node: cst.CSTNode, message: str) -> None:
         self.report(node, "IB002", "", "dynamic-attribute", message)

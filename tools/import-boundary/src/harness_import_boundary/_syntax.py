@@ -139,6 +139,11 @@ DICT_LOOKUPS: Final = frozenset({"get", "pop", "setdefault"})
 """Methods of ``__dict__`` that take a key, like a subscript."""
 
 
+def introspection_message(name: str) -> str:
+    """The message of an ``introspection`` finding about the attribute ``name``."""
+    return f'"{name}" reaches frames, globals, builtins, code objects or every class; it cannot be verified'
+
+
 def identifier(name: str) -> str:
     """``name`` as the interpreter sees it: identifiers are NFKC-normalised when parsed."""
     return name if name.isascii() else unicodedata.normalize("NFKC", name)
