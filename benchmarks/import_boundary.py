@@ -16,15 +16,20 @@ Then, in one run, it measures:
   modules (``os``, ``subprocess``, ``shutil``, ``io``, ``builtins.open``) as banned-api
   entries, over the same copy: the speed anchor;
 - floor: a bare ``libcst.parse_module`` of every file, in this process, one after another;
-- cold: ``check_paths`` with a fresh cache directory and the default jobs;
+- cold: ``check_paths`` with a fresh cache directory and the default jobs, and again in one
+  process (``jobs = 1``, another fresh cache) to show what the analysis costs per core;
 - warm: ``check_paths`` again over the unchanged tree with the same cache, and the command
   line end to end (``python -m harness_import_boundary check``) in a fresh interpreter.
 
-It prints seconds, lines/s and the ratios measured in the same run against the targets of the
-specification (§11): cold within 2x the floor, warm under 1 s, and findings that include every
-one ruff reports. Findings are compared as (file, entry) pairs: ruff names the banned entry,
-and each IB001 finding's module is mapped to the forbidden entry it falls under (``os.path``
-counts as ``os``).
+The checker runs with its default configuration: the import allow-list applies, so nearly
+every standard library file has findings (``import sys`` is not allowed in kernel code), and
+the positions of findings are computed in most files: a harder case than the clean kernel.
+
+It prints seconds, lines/s and the ratios measured in the same run against the targets of
+issue #15 (the specification's §11 said 2x): cold (default jobs) within 1x the floor, warm
+under 1 s, and findings that include every one ruff reports. Findings are compared as (file,
+entry) pairs: ruff names the banned entry, and each IB001 finding's module is mapped to the
+forbidden entry it falls under (``os.path`` counts as ``os``).
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import libcst
 
 from harness_import_boundary import BoundaryConfig, __version__, check_paths
 
-COLD_TARGET_RATIO: Final = 2.0
+COLD_TARGET_RATIO: Final = 1.0
 WARM_TARGET_SECONDS: Final = 1.0
 RUFF_ENTRIES: Final = ("os", "subprocess", "shutil", "io", "builtins.open")
 TEST_DIRECTORIES: Final = frozenset({"test", "tests", "idle_test"})
@@ -58,6 +63,7 @@ SKIPPED_DIRECTORIES: Final = frozenset({"site-packages", "__pycache__"})
 MISSED_LISTED: Final = 20
 COPY_FOLDER: Final = "stdlib"
 CACHE_DIR: Final = ".cache/harness-import-boundary"
+SINGLE_PROCESS_CACHE_DIR: Final = ".cache/harness-import-boundary-single"
 # libcst's tree conversion is recursive: the standard library's pydoc topics need a deep
 # stack and a raised recursion limit, as the checker itself gives them.
 PARSE_STACK_BYTES: Final = 512 * 1024 * 1024
@@ -192,9 +198,9 @@ class CheckerRun:
     rules: Counter[str]
 
 
-def measure_checker(corpus: Corpus, jobs: int) -> CheckerRun:
+def measure_checker(corpus: Corpus, jobs: int, cache_dir: str = CACHE_DIR) -> CheckerRun:
     """One ``check_paths`` run over the copy, with the cache under the temporary root."""
-    config = BoundaryConfig(root=corpus.root, roots=(COPY_FOLDER,), cache_dir=CACHE_DIR, jobs=jobs)
+    config = BoundaryConfig(root=corpus.root, roots=(COPY_FOLDER,), cache_dir=cache_dir, jobs=jobs)
     started = time.perf_counter()
     findings = check_paths([], config)
     seconds = time.perf_counter() - started
@@ -257,6 +263,7 @@ def run(limit: int | None, jobs: int, with_tests: bool) -> int:
         floor_seconds, floor_failures = measure_floor(corpus)
         cold = measure_checker(corpus, jobs)
         warm = measure_checker(corpus, jobs)
+        single = measure_checker(corpus, 1, SINGLE_PROCESS_CACHE_DIR)
         cli_seconds, cli_status = measure_cli_warm(corpus)
 
         jobs_text = "default jobs" if jobs == 0 else f"jobs={jobs}"
@@ -264,6 +271,7 @@ def run(limit: int | None, jobs: int, with_tests: bool) -> int:
         print_row("ruff TID251 alone (the anchor)", ruff_seconds, corpus, floor_seconds)
         print_row("libcst.parse_module, one process (the floor)", floor_seconds, corpus, floor_seconds)
         print_row(f"checker cold ({jobs_text}, fresh cache)", cold.seconds, corpus, floor_seconds)
+        print_row("checker cold (one process, fresh cache)", single.seconds, corpus, floor_seconds)
         print_row("checker warm (same cache, in process)", warm.seconds, corpus, floor_seconds)
         print_row("checker warm (CLI, fresh interpreter)", cli_seconds, corpus, floor_seconds)
         if floor_failures:
@@ -272,6 +280,7 @@ def run(limit: int | None, jobs: int, with_tests: bool) -> int:
         cold_ratio = cold.seconds / floor_seconds
         cold_verdict = "within" if cold_ratio <= COLD_TARGET_RATIO else "OVER"
         print(f"\ncold / floor: {cold_ratio:.2f}x — {cold_verdict} the {COLD_TARGET_RATIO:.0f}x target")
+        print(f"cold in one process / floor: {single.seconds / floor_seconds:.2f}x (the analysis per core)")
         for label, seconds in (("warm, in process", warm.seconds), ("warm, CLI", cli_seconds)):
             verdict = "within" if seconds < WARM_TARGET_SECONDS else "OVER"
             print(f"{label}: {seconds:.2f} s — {verdict} the {WARM_TARGET_SECONDS:.0f} s target")
@@ -280,8 +289,8 @@ def run(limit: int | None, jobs: int, with_tests: bool) -> int:
         print_comparison(ruff_pairs, cold.pairs)
         rules = ", ".join(f"{rule} {count:,}" for rule, count in sorted(cold.rules.items()))
         print(f"checker findings by rule: {rules or 'none'}")
-        if cold.pairs != warm.pairs or cold.rules != warm.rules:
-            print("warning: the warm run's findings differ from the cold run's")
+        if cold.pairs != warm.pairs or cold.rules != warm.rules or cold.rules != single.rules:
+            print("warning: the warm or single-process run's findings differ from the cold run's")
     return 0
 
 

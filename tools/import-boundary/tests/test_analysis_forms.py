@@ -14,7 +14,7 @@ from typing import Final, NamedTuple
 import pytest
 
 from harness_import_boundary._analysis import analyze_source
-from harness_import_boundary._model import DEFAULT_FORBIDDEN, Forbidden, parse_forbidden
+from harness_import_boundary._model import DEFAULT_FORBIDDEN, FilePolicy, Forbidden, parse_forbidden
 
 FORBIDDEN: Final = parse_forbidden([*DEFAULT_FORBIDDEN, "trio.run_process", "codecs.open"])
 
@@ -38,8 +38,12 @@ def ib002(form: str, line: int, column: int, module: str = "") -> Seen:
 
 
 def findings(source: str, forbidden: Forbidden = FORBIDDEN) -> list[Seen]:
-    """Analyse a dedented snippet; findings in source order."""
-    raw = analyze_source(textwrap.dedent(source).encode(), forbidden)
+    """Analyse a dedented snippet with the forbidden entries alone; findings in source order.
+
+    These cases pin the deny rules of the specification, so no allow-list applies here
+    (``tests/test_allow_list.py`` covers it).
+    """
+    raw = analyze_source(textwrap.dedent(source).encode(), FilePolicy(forbidden, None, None))
     seen = [Seen(item.rule, item.module, item.form, item.line, item.column) for item in raw]
     return sorted(seen, key=lambda item: (item.line, item.column, item.rule, item.module))
 
@@ -149,7 +153,7 @@ DUNDER_IMPORT_CASES = [
         id="__import__ inside a lambda",
     ),
     case(
-        '__import__("os", globals(), locals(), [], 0)\n',
+        '__import__("os", None, None, [], 0)\n',
         ib001("os", "dunder-import", 1, 1),
         id="__import__ with an absolute level",
     ),
@@ -856,8 +860,9 @@ def test_dynamic_forms_are_unverifiable(source: str, expected: list[Seen]) -> No
     assert findings(source) == expected
 
 
-def test_a_bare_reference_to_exec_is_not_a_call() -> None:
-    assert findings("names = [exec.__name__]\n") == []
+def test_a_bare_reference_to_exec_is_unverifiable_too() -> None:
+    # Changed with the allow-list (issue #15): `e = exec` then `e(...)` ran code unseen.
+    assert findings("names = [exec.__name__]\n") == [ib002("exec", 1, 10)]
 
 
 # ----------------------------------------------------------------------------- nothing to report
@@ -876,7 +881,7 @@ NEGATIVE_CASES = [
         "import importlib\nimportlib.import_module('..io', package=__package__)\n",
         id="import_module of a parent-relative name",
     ),
-    pytest.param("__import__('os', globals(), locals(), [], 1)\n", id="__import__ with a relative level"),
+    pytest.param("__import__('os', None, None, [], 1)\n", id="__import__ with a relative level"),
     # strings, comments, annotations
     pytest.param('"""Wraps os and io for the kernel."""\n', id="a module docstring"),
     pytest.param("def f():\n    'import os'\n    return 1\n", id="a function docstring"),
@@ -947,4 +952,4 @@ def test_sources_without_host_authority_report_nothing(source: str) -> None:
 
 
 def test_an_empty_module_reports_nothing() -> None:
-    assert analyze_source(b"", FORBIDDEN) == []
+    assert analyze_source(b"", FilePolicy(FORBIDDEN, None, None)) == []

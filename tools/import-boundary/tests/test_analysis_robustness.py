@@ -24,10 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness_import_boundary._allow import DEFAULT_ALLOW, AllowList
 from harness_import_boundary._analysis import analyze_source
-from harness_import_boundary._model import DEFAULT_FORBIDDEN, RawFinding, parse_forbidden
+from harness_import_boundary._model import DEFAULT_FORBIDDEN, FilePolicy, RawFinding, parse_forbidden
 
-FORBIDDEN: Final = parse_forbidden([*DEFAULT_FORBIDDEN, "trio.run_process"])
+POLICY: Final = FilePolicy(
+    parse_forbidden([*DEFAULT_FORBIDDEN, "trio.run_process"]), AllowList(DEFAULT_ALLOW), "package"
+)
 MIB: Final = 1024 * 1024
 QUICK_SECONDS: Final = 5.0
 
@@ -41,7 +44,7 @@ PROPERTY_SETTINGS: Final = settings(
 
 def unparsable(source: bytes) -> list[tuple[int, int]]:
     """The positions of the IB004 findings of ``source``, checking their form."""
-    results = analyze_source(source, FORBIDDEN)
+    results = analyze_source(source, POLICY)
     assert all(item.form == "unparsable-source" and item.module == "" for item in results)
     return [(item.line, item.column) for item in results if item.rule == "IB004"]
 
@@ -70,7 +73,7 @@ def test_a_syntax_error_column_counts_characters_not_bytes() -> None:
 
 
 def test_a_syntax_error_hides_the_imports_before_it() -> None:
-    results = analyze_source(b"import os\nimport io\nclass:\n", FORBIDDEN)
+    results = analyze_source(b"import os\nimport io\nclass:\n", POLICY)
 
     assert [item.rule for item in results] == ["IB004"]
 
@@ -92,13 +95,13 @@ def test_an_unknown_declared_encoding_is_ib004() -> None:
 def test_a_latin_1_file_with_a_pep_263_declaration_is_analysed() -> None:
     source = "# -*- coding: latin-1 -*-\ngreeting = 'héllo'\nimport os\n".encode("latin-1")
 
-    results = analyze_source(source, FORBIDDEN)
+    results = analyze_source(source, POLICY)
 
     assert [(item.rule, item.module, item.line, item.column) for item in results] == [("IB001", "os", 3, 8)]
 
 
 def test_a_byte_order_mark_is_not_a_column() -> None:
-    results = analyze_source(b"\xef\xbb\xbfimport os\r\nimport io\r\n", FORBIDDEN)
+    results = analyze_source(b"\xef\xbb\xbfimport os\r\nimport io\r\n", POLICY)
 
     assert [(item.module, item.line, item.column) for item in results] == [("os", 1, 8), ("io", 2, 8)]
 
@@ -126,13 +129,13 @@ def test_utf_16_source_is_ib004() -> None:
     ids=["empty", "one newline", "blank lines", "a comment", "a byte order mark", "CRLF blank lines"],
 )
 def test_an_empty_or_blank_file_parses_without_findings(source: bytes) -> None:
-    assert analyze_source(source, FORBIDDEN) == []
+    assert analyze_source(source, POLICY) == []
 
 
 def test_a_file_over_4_mib_is_ib004_without_being_parsed() -> None:
     source = b"(" * (4 * MIB + 1)
 
-    results = analyze_source(source, FORBIDDEN)
+    results = analyze_source(source, POLICY)
 
     assert results == [RawFinding("IB004", 1, 1, "", "unparsable-source", "source file exceeds 4 MiB")]
 
@@ -141,7 +144,7 @@ def test_a_file_of_exactly_4_mib_is_analysed() -> None:
     head, tail = b"import os\ntext = '", b"'\n"
     source = head + b"a" * (4 * MIB - len(head) - len(tail)) + tail
 
-    results = analyze_source(source, FORBIDDEN)
+    results = analyze_source(source, POLICY)
 
     assert len(source) == 4 * MIB
     assert [(item.rule, item.module) for item in results] == [("IB001", "os")]
@@ -150,7 +153,7 @@ def test_a_file_of_exactly_4_mib_is_analysed() -> None:
 def test_the_standard_librarys_pydoc_topics_analyses_without_ib004() -> None:
     topics = Path(sysconfig.get_paths()["stdlib"]) / "pydoc_data" / "topics.py"
 
-    results = analyze_source(topics.read_bytes(), FORBIDDEN)
+    results = analyze_source(topics.read_bytes(), POLICY)
 
     assert [item for item in results if item.rule == "IB004"] == []
 
@@ -174,7 +177,8 @@ CHILD_SCRIPT: Final = textwrap.dedent(
     """
     import json, sys, time
     from harness_import_boundary._analysis import analyze_source
-    from harness_import_boundary._model import DEFAULT_FORBIDDEN, parse_forbidden
+    from harness_import_boundary._allow import DEFAULT_ALLOW, AllowList
+    from harness_import_boundary._model import DEFAULT_FORBIDDEN, FilePolicy, parse_forbidden
 
     request = json.load(sys.stdin)
     if request["recursion_limit"]:
@@ -268,7 +272,7 @@ def test_a_valid_file_is_analysed_even_when_warnings_are_errors() -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        results = analyze_source(source, FORBIDDEN)
+        results = analyze_source(source, POLICY)
 
     assert [(item.rule, item.module) for item in results] == [("IB001", "os")]
 
@@ -313,7 +317,7 @@ TOKEN_BYTES: Final = (
     )
 )
 def test_arbitrary_bytes_give_a_list_of_findings_and_never_raise(source: bytes) -> None:
-    results = analyze_source(source, FORBIDDEN)
+    results = analyze_source(source, POLICY)
 
     assert isinstance(results, list)
     assert all(type(item) is RawFinding for item in results)
@@ -469,7 +473,7 @@ def test_generated_programs_never_raise_and_findings_lie_inside_the_source(progr
     ast.parse(program)  # the grammar only builds valid Python
     lines = program.split("\n")
 
-    results = analyze_source(program.encode(), FORBIDDEN)
+    results = analyze_source(program.encode(), POLICY)
 
     assert [item for item in results if item.rule == "IB004"] == []
     for item in results:
@@ -531,6 +535,6 @@ def test_text_inserted_into_strings_or_comments_never_adds_a_finding(
         return "".join(pieces).encode()
 
     def summary(source: bytes) -> Counter[tuple[str, str, str]]:
-        return Counter((item.rule, item.module, item.form) for item in analyze_source(source, FORBIDDEN))
+        return Counter((item.rule, item.module, item.form) for item in analyze_source(source, POLICY))
 
     assert summary(render(inserted)) == summary(render(""))

@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness_import_boundary import (
+    DEFAULT_ALLOW,
     DEFAULT_FORBIDDEN,
+    DEFAULT_PER_FILE_ALLOW,
     DEFAULT_ROOTS,
     BoundaryConfig,
     ConfigError,
@@ -70,6 +72,12 @@ def test_the_defaults_are_those_of_the_specification(tmp_path: Path) -> None:
     assert config.exclude == ()
     assert config.cache_dir == ".cache/harness-import-boundary"
     assert config.jobs == 0
+    assert config.allow == DEFAULT_ALLOW
+    assert config.per_file_allow == tuple(DEFAULT_PER_FILE_ALLOW.items())
+    assert dict(config.per_file_allow) == {
+        "packages/kernel/src/**": ("harness_kernel.*", "harness_tools.*"),
+        "packages/tools/src/**": ("harness_tools.*",),
+    }
 
 
 def test_a_relative_config_path_is_resolved_from_the_cwd(
@@ -136,6 +144,23 @@ def test_extend_forbidden_adds_to_the_defaults(tmp_path: Path) -> None:
     assert load_config(path).forbidden == (*DEFAULT_FORBIDDEN, "tempfile", "codecs.open")
 
 
+def test_extend_allow_adds_to_the_defaults_and_allow_replaces_them(tmp_path: Path) -> None:
+    extended = write_pyproject(tmp_path, TABLE + 'extend-allow = ["sqlite3", "re", "!json.load"]\n')
+    assert load_config(extended).allow == (*DEFAULT_ALLOW, "sqlite3", "!json.load")
+
+    replaced = write_pyproject(tmp_path, TABLE + 'allow = ["re", "trio.*"]\nextend-allow = ["json"]\n')
+    assert load_config(replaced).allow == ("re", "trio.*", "json")
+
+
+def test_per_file_allow_replaces_the_default_table_in_order(tmp_path: Path) -> None:
+    body = (
+        '[tool.harness-import-boundary.per-file-allow]\n"src/**" = ["mine.*"]\n"src/store.py" = ["sqlite3"]\n'
+    )
+    config = load_config(write_pyproject(tmp_path, TABLE + body))
+
+    assert config.per_file_allow == (("src/**", ("mine.*",)), ("src/store.py", ("sqlite3",)))
+
+
 def test_an_empty_forbidden_list_is_allowed(tmp_path: Path) -> None:
     assert load_config(write_pyproject(tmp_path, TABLE + "forbidden = []\n")).forbidden == ()
 
@@ -189,6 +214,14 @@ def test_the_root_itself_may_be_scanned(tmp_path: Path) -> None:
         ('jobs = "2"', "jobs", "got '2'"),
         ("jobs = 1.5", "jobs", "got float 1.5"),
         ("jobs = 1979-05-27", "jobs", "got date/time"),
+        ('allow = "re"', "allow", "must be an array"),
+        ('allow = ["re module"]', "allow", "is not a dotted name"),
+        ('allow = ["!re.*"]', "allow", "an exclusion names one module"),
+        ('extend-allow = ["*"]', "extend-allow", "is not a dotted name"),
+        ('per-file-allow = ["re"]', "per-file-allow", "must be a table of globs to arrays, got array"),
+        ('per-file-allow = {"/abs" = ["re"]}', "per-file-allow", "must be relative"),
+        ('per-file-allow = {"a" = "re"}', "per-file-allow.a", "must be an array"),
+        ('per-file-allow = {"a" = ["re.."]}', "per-file-allow.a", "is not a dotted name"),
     ],
 )
 def test_invalid_settings_are_config_errors_naming_the_key(
@@ -223,6 +256,7 @@ def test_the_repository_configuration_loads() -> None:
 
     assert config.root == repository
     assert config.roots == DEFAULT_ROOTS
+    assert config.allow == DEFAULT_ALLOW
 
 
 # ------------------------------------------------------------------ exclude globs

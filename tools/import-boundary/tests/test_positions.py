@@ -7,6 +7,7 @@ CR line endings and tab indentation, the start must be the provider's (line, col
 
 from __future__ import annotations
 
+import ast
 import re
 import sysconfig
 from collections.abc import Callable
@@ -17,7 +18,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from harness_import_boundary._positions import start_positions
+from harness_import_boundary._positions import positions_by_statement, start_positions, statement_starts
 
 STDLIB: Final = Path(sysconfig.get_paths()["stdlib"])
 LEADING_SPACES: Final = re.compile(rb"(?m)^((?:    )+)")
@@ -111,3 +112,86 @@ def test_only_the_requested_nodes_get_a_position() -> None:
 
     assert start_positions(module, []) == {}
     assert start_positions(module, wanted) == {id(wanted[0]): (2, 1)}
+
+
+def nodes_by_statement(module: cst.Module, every: int) -> dict[int, list[cst.CSTNode]]:
+    """Every ``every``-th Name or Attribute node of each top-level statement, by statement."""
+    groups: dict[int, list[cst.CSTNode]] = {}
+
+    class Gather(cst.CSTVisitor):
+        def __init__(self, index: int) -> None:
+            self.index = index
+            self.seen = 0
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.Name | cst.Attribute):
+                if self.seen % every == 0:
+                    groups.setdefault(self.index, []).append(node)
+                self.seen += 1
+            return True
+
+    for index, statement in enumerate(module.body):
+        statement.visit(Gather(index))
+    return groups
+
+
+def expected_starts(module: cst.Module, groups: dict[int, list[cst.CSTNode]]) -> dict[int, tuple[int, int]]:
+    reference = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {
+        id(node): (reference[node].start.line, reference[node].start.column + 1)
+        for nodes in groups.values()
+        for node in nodes
+    }
+
+
+@pytest.mark.parametrize("every", [1, 7])
+@pytest.mark.parametrize(("relative", "rewrite"), REAL_FILES)
+def test_statement_by_statement_starts_agree_with_position_provider(
+    relative: str, rewrite: Callable[[bytes], bytes], every: int
+) -> None:
+    source = rewrite((STDLIB / relative).read_bytes())
+    module = cst.parse_module(source)
+    groups = nodes_by_statement(module, every)
+    starts = statement_starts(module, ast.parse(source))
+    assert starts is not None
+
+    positions = positions_by_statement(module, groups, starts)
+
+    assert positions == expected_starts(module, groups)
+
+
+LAYOUTS: Final = [
+    pytest.param(b"#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n\n\nimport a.b\n", id="a header"),
+    pytest.param(b"x = 1; y = a.b; z = c.d\nw = e.f\n", id="semicolons"),
+    pytest.param(b"def f():\n    return a.b\n    # footer comment\n\n\nx = c.d\n", id="a block footer"),
+    pytest.param(
+        b"# c\n@d.e\n# between\n@f.g(\n    h.i)\n\ndef j(): k.l\nm.n\n", id="decorators and comments"
+    ),
+    pytest.param(b"if a.b:\r\n    c.d\r\nelse:\r\n    e.f\r\ng.h\r\n", id="CRLF"),
+    pytest.param(b"class A:\n    '''doc\n    string'''\n    x = b.c\ny = d.e\n", id="a multi-line string"),
+    pytest.param(b"x = (a.b +\n     c.d)\ny = \\\n  e.f\n", id="continuations"),
+    pytest.param(b"\xef\xbb\xbfimport a.b\nc.d\n", id="a byte order mark"),
+    pytest.param(b"x = a.b\n\n# trailing comment\n", id="a module footer"),
+    pytest.param(b"x = a.b", id="no final newline"),
+]
+
+
+@pytest.mark.parametrize("source", LAYOUTS)
+def test_statement_starts_hold_on_tricky_layouts(source: bytes) -> None:
+    module = cst.parse_module(source)
+    groups = nodes_by_statement(module, 1)
+    starts = statement_starts(module, ast.parse(source))
+    assert starts is not None
+
+    positions = positions_by_statement(module, groups, starts)
+
+    assert positions == expected_starts(module, groups)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [b"@(\n    decorator\n)\ndef f():\n    pass\n", b"@\\\ndecorator\ndef f():\n    pass\n"],
+    ids=["a parenthesized decorator", "a continued decorator"],
+)
+def test_decorators_that_may_leave_their_line_make_the_caller_use_the_whole_module(source: bytes) -> None:
+    assert statement_starts(cst.parse_module(source), ast.parse(source)) is None

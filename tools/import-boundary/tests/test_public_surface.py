@@ -14,7 +14,9 @@ import sys
 import harness_import_boundary
 
 EXPECTED_NAMES = {
+    "DEFAULT_ALLOW",
     "DEFAULT_FORBIDDEN",
+    "DEFAULT_PER_FILE_ALLOW",
     "DEFAULT_ROOTS",
     "RULES",
     "BoundaryConfig",
@@ -61,7 +63,17 @@ def test_records_keep_their_fields_in_order() -> None:
         "severity",
         "suppression",
     ]
-    assert config_fields == ["root", "roots", "forbidden", "unverifiable", "exclude", "cache_dir", "jobs"]
+    assert config_fields == [
+        "root",
+        "roots",
+        "forbidden",
+        "unverifiable",
+        "exclude",
+        "cache_dir",
+        "jobs",
+        "allow",
+        "per_file_allow",
+    ]
 
 
 def test_the_six_rules_are_listed_in_order() -> None:

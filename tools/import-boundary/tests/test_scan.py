@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import json
 import os
 import socket
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness_import_boundary import BoundaryConfig, Finding, check_paths
-from harness_import_boundary._model import DEFAULT_FORBIDDEN, parse_forbidden
+from harness_import_boundary._allow import DEFAULT_ALLOW, AllowList
+from harness_import_boundary._model import DEFAULT_FORBIDDEN, FilePolicy, parse_forbidden
 from harness_import_boundary._output import render_json, render_sarif
 from harness_import_boundary._scan import FileAnalysis, analyze_misses, scan
 
@@ -65,6 +67,9 @@ def test_directories_are_walked_and_only_python_sources_are_scanned(tmp_path: Pa
     assert list(report.findings) == [
         os_finding("src/pkg/a.pyi"),
         os_finding("src/pkg/b.py"),
+        refused(
+            "src/pkg/module.pyc", "sourceless-bytecode", "bytecode without its source file cannot be checked"
+        ),
         os_finding("src/pkg/sub/c.py", line=2),
     ]
     assert (report.files, report.cached) == (4, 0)
@@ -142,6 +147,138 @@ def test_the_cache_directory_is_not_scanned(tmp_path: Path) -> None:
     findings = check_paths([], config_for(tmp_path, roots=(".",)))
 
     assert paths_of(findings) == ["a.py"]
+
+
+# ------------------------------------------------------------------ files that are not source
+
+SOURCELESS = "bytecode without its source file cannot be checked"
+NON_SOURCE = "file Python could import or load is not source and cannot be checked"
+
+
+def bytecode(flags: int = 0) -> bytes:
+    """A bytecode header (PEP 552): magic, flags, then the source's mtime and size or hash."""
+    return importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + bytes(8) + b"\xe3"
+
+
+def test_bytecode_beside_its_source_and_data_files_are_left_alone(tmp_path: Path) -> None:
+    write(tmp_path, "src/pkg/a.py", CLEAN)
+    write(tmp_path, "src/pkg/__pycache__/a.cpython-311.pyc", bytecode())
+    write(tmp_path, "src/pkg/__pycache__/a.cpython-311.opt-1.pyc", bytecode())
+    write(tmp_path, "src/pkg/__pycache__/a.cpython-311-pytest-8.3.2.pyc", bytecode())
+    write(tmp_path, "src/pkg/__pycache__/a.cpython-311.pyc.4029874", b"")
+    write(tmp_path, "src/pkg/__pycache__/b.cpython-311.pyc", bytecode(flags=0b11))  # hash-based, checked
+    write(tmp_path, "src/pkg/b.py", CLEAN)
+    write(tmp_path, "src/pkg/py.typed", b"")
+    write(tmp_path, "src/pkg/schema.json", b"{}")
+    write(tmp_path, "src/pkg/README.md", b"# notes")
+
+    assert check_paths([], config_for(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("relative", "content", "form", "message"),
+    [
+        ("src/pkg/a.pyc", bytecode(), "sourceless-bytecode", SOURCELESS),
+        ("src/pkg/a.pyo", bytecode(), "sourceless-bytecode", SOURCELESS),
+        ("src/pkg/__pycache__/gone.cpython-311.pyc", bytecode(), "sourceless-bytecode", SOURCELESS),
+        (
+            "src/pkg/__pycache__/a.cpython-311.pyc",
+            bytecode(flags=0b01),
+            "unchecked-bytecode",
+            "bytecode that Python loads without checking its source cannot be checked",
+        ),
+        ("src/pkg/native.cpython-311-x86_64-linux-gnu.so", b"\x7fELF", "non-source", NON_SOURCE),
+        ("src/pkg/native.abi3.so", b"\x7fELF", "non-source", NON_SOURCE),
+        ("src/pkg/native.pyd", b"MZ", "non-source", NON_SOURCE),
+        ("src/pkg/hook.pth", b"import os\n", "non-source", NON_SOURCE),
+        ("src/pkg/bundle.zip", b"PK", "non-source", NON_SOURCE),
+        ("src/pkg/app.pyz", b"PK", "non-source", NON_SOURCE),
+        ("src/pkg/old.egg", b"PK", "non-source", NON_SOURCE),
+        ("src/pkg/script.pyw", b"import os\n", "non-source", NON_SOURCE),
+    ],
+)
+def test_files_python_could_load_without_their_source_are_refused(
+    tmp_path: Path, relative: str, content: bytes, form: str, message: str
+) -> None:
+    write(tmp_path, "src/pkg/a.py", CLEAN)
+    write(tmp_path, relative, content)
+
+    assert check_paths([], config_for(tmp_path)) == [refused(relative, form, message)]
+
+
+def test_a_source_that_is_a_directory_does_not_vouch_for_bytecode(tmp_path: Path) -> None:
+    (tmp_path / "src/pkg/a.py").mkdir(parents=True)
+    write(tmp_path, "src/pkg/__pycache__/a.cpython-311.pyc", bytecode())
+
+    findings = check_paths([], config_for(tmp_path))
+
+    assert findings == [refused("src/pkg/__pycache__/a.cpython-311.pyc", "sourceless-bytecode", SOURCELESS)]
+
+
+# ------------------------------------------------------------------ per-file allow-lists and packages
+
+
+def test_per_file_entries_apply_to_the_files_their_glob_matches(tmp_path: Path) -> None:
+    write(tmp_path, "src/app/store.py", b"import sqlite3\n")
+    write(tmp_path, "src/app/model.py", b"import sqlite3\n")
+    config = config_for(tmp_path, per_file_allow=(("src/app/store.py", ("sqlite3",)),))
+
+    findings = check_paths([], config)
+
+    assert [(finding.path, finding.module) for finding in findings] == [("src/app/model.py", "sqlite3")]
+
+
+def test_relative_imports_resolve_against_the_package_below_the_root(tmp_path: Path) -> None:
+    write(tmp_path, "src/app/__init__.py", CLEAN)
+    write(
+        tmp_path,
+        "src/app/sub/mod.py",
+        b"from .. import helper\nfrom ..other import thing\nfrom ... import x\n",
+    )
+    config = config_for(tmp_path, per_file_allow=(("src/**", ("app.helper",)),))
+
+    findings = check_paths([], config)
+
+    assert [(finding.line, finding.rule, finding.module, finding.form) for finding in findings] == [
+        (2, "IB001", "app.other.thing", "from-import"),
+        (3, "IB002", "", "relative-import"),
+    ]
+
+
+def test_an_explicit_file_inside_a_root_keeps_its_package(tmp_path: Path) -> None:
+    write(tmp_path, "src/app/mod.py", b"from . import helper\n")
+    config = config_for(tmp_path, per_file_allow=(("src/**", ("app.*",)),))
+
+    assert check_paths([tmp_path / "src/app/mod.py"], config) == []
+
+
+def test_a_file_given_alone_outside_the_roots_has_no_package(tmp_path: Path) -> None:
+    write(tmp_path, "loose/mod.py", b"from . import helper\n")
+
+    findings = check_paths([tmp_path / "loose/mod.py"], config_for(tmp_path))
+
+    assert [(finding.rule, finding.form) for finding in findings] == [("IB002", "relative-import")]
+
+
+def test_a_folder_that_is_not_an_identifier_is_no_package(tmp_path: Path) -> None:
+    write(tmp_path, "src/not-a-package/mod.py", b"from . import helper\n")
+
+    findings = check_paths([], config_for(tmp_path, per_file_allow=(("src/**", ("helper",)),)))
+
+    assert [(finding.rule, finding.form) for finding in findings] == [("IB002", "relative-import")]
+
+
+def test_the_cache_key_depends_on_the_allow_list_and_the_package(tmp_path: Path) -> None:
+    write(tmp_path, "src/app/mod.py", b"import sqlite3\nfrom . import x\n")
+    scan([], config_for(tmp_path))
+
+    allowed = scan([], config_for(tmp_path, allow=(*DEFAULT_ALLOW, "sqlite3", "app.x")))
+    (tmp_path / "src/app").rename(tmp_path / "src/renamed")
+    moved = scan([], config_for(tmp_path, allow=(*DEFAULT_ALLOW, "sqlite3", "app.x")))
+
+    assert (allowed.cached, allowed.findings) == (0, ())
+    assert moved.cached == 0
+    assert [finding.module for finding in moved.findings] == ["renamed.x"]
 
 
 # ------------------------------------------------------------------ explicit paths
@@ -297,7 +434,8 @@ def test_the_cache_key_depends_on_the_forbidden_entries(tmp_path: Path) -> None:
     write(tmp_path, "src/a.py")
     scan([], config_for(tmp_path))
 
-    report = scan([], config_for(tmp_path, forbidden=("subprocess",)))
+    # os allowed, so that only the forbidden entries decide (the allow-list would refuse it)
+    report = scan([], config_for(tmp_path, forbidden=("subprocess",), allow=(*DEFAULT_ALLOW, "os")))
 
     assert (report.cached, report.findings) == (0, ())
 
@@ -449,10 +587,10 @@ def test_a_file_that_kills_its_worker_is_ib004_and_the_others_are_analysed(
             import signal
             from harness_import_boundary._scan import analyze_batch
 
-            def analyze_or_die(sources, forbidden):
-                if any(b"KILL" in source for source in sources):
+            def analyze_or_die(items):
+                if any(b"KILL" in source for source, _ in items):
                     os.kill(os.getpid(), signal.SIGKILL)
-                return analyze_batch(sources, forbidden)
+                return analyze_batch(items)
             """
         ),
         encoding="utf-8",
@@ -461,9 +599,9 @@ def test_a_file_that_kills_its_worker_is_ib004_and_the_others_are_analysed(
     analyze_or_die = importlib.import_module("ib_worker_killer").analyze_or_die
 
     sources = [IMPORT_OS, b"# KILL\n", CLEAN, b"import io\n# KILL too\n", IMPORT_OS * 3]
-    forbidden = parse_forbidden(DEFAULT_FORBIDDEN)
+    policy = FilePolicy(parse_forbidden(DEFAULT_FORBIDDEN), AllowList(DEFAULT_ALLOW), "")
 
-    analyses, died = analyze_misses(sources, forbidden, 2, analyze=analyze_or_die)
+    analyses, died = analyze_misses([(source, policy) for source in sources], 2, analyze=analyze_or_die)
 
     assert died == {1, 3}
     assert [analysis.raw[0].message for analysis in analyses if analysis.raw] == [

@@ -61,7 +61,9 @@ most 66 (JSON-valued fields sit at depth 2 and may nest 64 deeper); deeper input
 
 _ENVELOPE_KEYS: Final = frozenset({"v", "type", "eventId", "at", "actor", "data"})
 _EVENT_TYPE_SET: Final[frozenset[str]] = frozenset(EVENT_TYPES)
-_PAYLOAD_CLASSES: Final[frozenset[type[EventPayload]]] = frozenset(EventPayload.__subclasses__())
+_PAYLOAD_CLASSES: Final[frozenset[type[EventPayload]]] = frozenset(
+    EventPayload.__subclasses__()  # harness-import-boundary: allow IB002 -- the kernel's own Struct base
+)
 """The kernel's own payload and record classes (all direct subclasses; later ones are not ours)."""
 
 
@@ -74,17 +76,16 @@ def _is_payload(value: object) -> TypeGuard[EventPayload]:
     return type(value) in _PAYLOAD_CLASSES
 
 
-_WIRE_NAMES: Final[dict[type[EventPayload], tuple[tuple[str, str], ...]]] = {
-    cls: tuple((info.name, info.encode_name) for info in msgspec.structs.fields(cls))
-    for cls in _PAYLOAD_CLASSES
+_WIRE_KEYS: Final[dict[type[EventPayload], tuple[str, ...]]] = {
+    cls: tuple(info.encode_name for info in msgspec.structs.fields(cls)) for cls in _PAYLOAD_CLASSES
 }
+"""Each payload class's wire keys, in field order (the order of ``msgspec.structs.astuple``)."""
 
 
 def _payload_to_wire(payload: EventPayload) -> dict[str, object]:
     """The wire-key structure of a payload Struct (nested records too), values as held."""
     wire: dict[str, object] = {}
-    for attribute, key in _WIRE_NAMES[type(payload)]:
-        value = getattr(payload, attribute)
+    for key, value in zip(_WIRE_KEYS[type(payload)], msgspec.structs.astuple(payload), strict=True):
         if value is not UNSET:
             wire[key] = _payload_to_wire(value) if _is_payload(value) else value
     return wire

@@ -121,12 +121,14 @@ def _static_attribute(error: BaseException, name: str) -> object:
     class_value: object = None
     for klass in type(error).__mro__:
         if name in klass.__dict__:
-            class_value = klass.__dict__[name]
+            class_value = klass.__dict__[name]  # harness-import-boundary: allow IB002 -- constant names only
             if hasattr(type(class_value), "__get__"):
                 return None
             break
     try:
-        instance = object.__getattribute__(error, "__dict__")
+        instance = object.__getattribute__(  # harness-import-boundary: allow IB002 -- plain data, no getters
+            error, "__dict__"
+        )
     except AttributeError:
         instance = None
     if type(instance) is dict and name in instance:

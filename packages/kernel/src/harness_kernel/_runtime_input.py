@@ -146,7 +146,7 @@ def _captured(
     owner: object, name: str, field: str, *, optional: bool = False
 ) -> Callable[..., object] | None:
     try:
-        method: object = getattr(owner, name, None)
+        method: object = getattr(owner, name, None)  # harness-import-boundary: allow IB002 -- constant names
     except Exception as error:
         raise InvalidRunInputError(f"{field} could not be read") from error
     if method is None and optional:

@@ -46,7 +46,11 @@ class ToolError(Exception):
         return str(self.args[0]) if self.args else ""
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_error, (type(self), self.code, self.message), self.__dict__)
+        return (_rebuild_error, (type(self), self.code, self.message), self._pickled_state())
+
+    def _pickled_state(self) -> dict[str, object]:
+        """The instance dictionary pickling restores (the one place that hands it out)."""
+        return self.__dict__  # harness-import-boundary: allow IB002 -- this error's own pickled state
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
@@ -83,7 +87,7 @@ class InvalidToolArgumentsError(ToolError):
         self.path = path
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.message, self.path), self.__dict__)
+        return (type(self), (self.message, self.path), self._pickled_state())
 
 
 class InvalidWorkspacePathError(ToolError, ValueError):
@@ -106,4 +110,4 @@ class InvalidWorkspacePathError(ToolError, ValueError):
         self.suggestion = suggestion
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.message, self.suggestion), self.__dict__)
+        return (type(self), (self.message, self.suggestion), self._pickled_state())

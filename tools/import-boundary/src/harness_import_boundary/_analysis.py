@@ -26,9 +26,10 @@ from typing import Final
 import libcst as cst
 
 from harness_import_boundary._collect import Collector
-from harness_import_boundary._model import Forbidden, RawFinding
-from harness_import_boundary._positions import start_positions
+from harness_import_boundary._model import FilePolicy, RawFinding
+from harness_import_boundary._positions import positions_by_statement, start_positions, statement_starts
 from harness_import_boundary._resolve import Resolver
+from harness_import_boundary._syntax import PendingFinding
 
 __all__ = ["MAX_SOURCE_BYTES", "analyze_source"]
 
@@ -62,8 +63,8 @@ def _decode(source: bytes) -> str | list[RawFinding]:
         return _unparsable(f"source is not valid {encoding}: {error.reason}", line, column)
 
 
-def _guard(source: bytes) -> list[RawFinding] | None:
-    """Refuse input that could crash libcst's native parser; ``None`` when it is safe.
+def _guard(source: bytes) -> list[RawFinding] | ast.Module:
+    """Refuse input that could crash libcst's native parser; the interpreter's tree when safe.
 
     The text is decoded first, so syntax-error columns count characters, not bytes.
     ``ast.parse`` runs at CPython's default recursion limit, whatever the caller set: input
@@ -85,7 +86,7 @@ def _guard(source: bytes) -> list[RawFinding] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(text)
+            tree = ast.parse(text)
     except SyntaxError as error:
         return _unparsable(f"syntax error: {error.msg}", error.lineno or 1, error.offset or 1)
     except (RecursionError, MemoryError):
@@ -94,22 +95,42 @@ def _guard(source: bytes) -> list[RawFinding] | None:
         return _unparsable(f"source cannot be parsed: {error}")
     finally:
         sys.setrecursionlimit(caller_limit)
-    return None
+    return tree
 
 
-def _analyze(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
-    refused = _guard(source)
-    if refused is not None:
-        return refused
+def _analyze(source: bytes, policy: FilePolicy) -> list[RawFinding]:
+    tree = _guard(source)
+    if not isinstance(tree, ast.Module):
+        return tree
     caller_limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(caller_limit, _WALK_RECURSION_LIMIT))
     try:
-        return _parse_and_walk(source, forbidden)
+        return _parse_and_walk(source, policy, tree)
     finally:
         sys.setrecursionlimit(caller_limit)
 
 
-def _parse_and_walk(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
+def _positions(
+    module: cst.Module, pending: list[PendingFinding], tree: ast.Module
+) -> dict[int, tuple[int, int]]:
+    """Where each pending finding's node starts: statement by statement when the trees match."""
+    if not pending:
+        return {}
+    groups: dict[int, list[cst.CSTNode]] = {}
+    for item in pending:
+        groups.setdefault(item.statement, []).append(item.node)
+    starts = statement_starts(module, tree)
+    positions = None if starts is None else positions_by_statement(module, groups, starts)
+    return positions if positions is not None else start_positions(module, (item.node for item in pending))
+
+
+def _place_parsed_strings(pending: list[PendingFinding], alias: dict[int, cst.CSTNode]) -> None:
+    """Findings inside a string that was parsed as code are placed at the string."""
+    for item in pending:
+        item.node = alias.get(id(item.node), item.node)
+
+
+def _parse_and_walk(source: bytes, policy: FilePolicy, tree: ast.Module) -> list[RawFinding]:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -117,10 +138,11 @@ def _parse_and_walk(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
     except (UnicodeDecodeError, LookupError, SyntaxError, ValueError) as error:
         return _unparsable(f"source cannot be decoded: {error}")
     try:
-        collector = Collector(forbidden)
+        collector = Collector(policy)
         collector.walk(module)
         Resolver(collector).run()
-        positions = start_positions(module, (pending.node for pending in collector.pending))
+        _place_parsed_strings(collector.pending, collector.position_alias)
+        positions = _positions(module, collector.pending, tree)
     except RecursionError:
         return _unparsable("source is nested too deeply to analyse")
     findings: list[RawFinding] = []
@@ -153,9 +175,13 @@ def _run_with_deep_stack(function: Callable[[], list[RawFinding]]) -> list[RawFi
     return outcome[0]
 
 
-def analyze_source(source: bytes, forbidden: Forbidden) -> list[RawFinding]:
+def analyze_source(source: bytes, policy: FilePolicy) -> list[RawFinding]:
     """Analyse one file's bytes; return its raw findings (IB001, IB002, IB004), unsorted.
 
     Pure: no I/O. Never raises for any input bytes: unparsable input is an IB004 finding.
+
+    Args:
+        source: The file's bytes.
+        policy: The forbidden entries, the file's allow-list and its package.
     """
-    return _run_with_deep_stack(lambda: _analyze(source, forbidden))
+    return _run_with_deep_stack(lambda: _analyze(source, policy))

@@ -1,19 +1,33 @@
 """The walk: one pass over the libcst tree collecting scopes, bindings and references.
 
-Nothing is resolved here (imports excepted, which are reported where they stand); the
-resolver runs once the whole module is known, so resolution is flow-insensitive per scope.
+Nothing is resolved here (forbidden imports and the purely syntactic rules excepted, which
+are reported where they stand); the resolver runs once the whole module is known, so
+resolution, and the allow-list verdicts, are flow-insensitive per scope. Every identifier
+is NFKC-normalised as the interpreter normalises it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeGuard
 
 import libcst as cst
 
-from harness_import_boundary._model import Forbidden
+from harness_import_boundary._annotations import (
+    ANNOTATION_DEPTH,
+    TYPE_BUILDERS,
+    annotation_strings,
+    parse_annotation,
+    scope_strings,
+)
+from harness_import_boundary._model import FilePolicy
 from harness_import_boundary._syntax import (
+    BUILTIN_NAMES,
+    DICT_LOOKUPS,
+    DYNAMIC_ATTRIBUTE_METHODS,
+    INTROSPECTION_ATTRIBUTES,
     PATH_CLASSES,
     TYPE_CHECKING_NAMES,
     WRITE_METHODS,
@@ -24,11 +38,48 @@ from harness_import_boundary._syntax import (
     chain_parts,
     dotted_name,
     flatten_chain,
+    identifier,
+    introspection_message,
     is_dynamic_loader,
+    positional_arguments,
     resolve,
+    static_string,
 )
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "ImportCheck", "NamedAccess"]
+
+
+@dataclass(eq=False)
+class ImportCheck:
+    """An import the allow-list decides once the walk is over.
+
+    ``kind`` is ``module`` for the target of ``import a.b``, ``name`` for ``from a import b``
+    and ``star`` for ``from a import *``; ``bound`` is the qualified name the statement binds.
+    """
+
+    node: cst.CSTNode
+    statement: int
+    target: str
+    form: str
+    kind: Literal["module", "name", "star"]
+    bound: str | None
+    renamed: bool = False
+    """The statement binds the module under a name of its own choosing (``import a as b``)."""
+
+
+@dataclass(eq=False)
+class NamedAccess:
+    """An attribute read by a constant name: ``receiver.<name>`` in another spelling.
+
+    ``getattr(x, "n")``, ``x.__dict__["n"]``, ``x.__getattribute__("n")`` and
+    ``operator.attrgetter("n")`` (no receiver) all land here and get the attribute rules.
+    """
+
+    scope: Scope
+    statement: int
+    receiver: cst.BaseExpression | None
+    name: str
+    node: cst.CSTNode
 
 
 class _Leave:
@@ -67,30 +118,80 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     return names
 
 
+# Whether a value of a given type is a node the walk descends into. CSTNode is an abstract
+# base class, whose isinstance check is the walk's costliest step: it is asked once a type.
+_WALKED: dict[type, bool] = {}
+
+
+def _learn(value: object) -> bool:
+    walked = _WALKED[type(value)] = isinstance(value, cst.CSTNode) and type(value) not in _TRIVIA
+    return walked
+
+
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
     children: list[cst.CSTNode] = []
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
-        if type(value) in (list, tuple):
-            for item in value:
-                if isinstance(item, cst.CSTNode) and type(item) not in _TRIVIA:
-                    children.append(item)
-        elif isinstance(value, cst.CSTNode) and type(value) not in _TRIVIA:
-            children.append(value)
+    walked = _WALKED
+    kind = type(node)
+    for name in _CHILD_FIELDS.get(kind) or _child_fields(kind):
+        value: object = getattr(node, name)
+        value_kind: type = type(value)
+        if value_kind is list or value_kind is tuple:
+            items: Sequence[object] = value  # pyright: ignore[reportAssignmentType] - checked above
+            for item in items:
+                if walked.get(type(item)) or (type(item) not in walked and _learn(item)):
+                    children.append(item)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
+        elif walked.get(value_kind) or (value_kind not in walked and _learn(value)):
+            children.append(value)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
     return children
+
+
+# What a field-type argument may be made of, beside names, numbers and strings.
+_TYPE_DISPLAY_PARTS: Final = (
+    cst.Attribute,
+    cst.Subscript,
+    cst.SubscriptElement,
+    cst.Index,
+    cst.BinaryOperation,
+    cst.List,
+    cst.Tuple,
+    cst.Set,
+    cst.Dict,
+    cst.Element,
+    cst.DictElement,
+)
 
 
 class Collector:
     """Collects scopes, import findings and references; resolves nothing until the end."""
 
-    def __init__(self, forbidden: Forbidden) -> None:
-        self.forbidden = forbidden
+    def __init__(self, policy: FilePolicy) -> None:
+        self.forbidden = policy.forbidden
+        self.allow = policy.allow
+        self.package = policy.package
         self.module_scope = Scope("module", None)
         self.scope = self.module_scope
         self.imports_pathlib = False
         self.pending: list[PendingFinding] = []
         self.references: list[Reference] = []
         self.write_accesses: list[WriteAccess] = []
+        self.import_checks: list[ImportCheck] = []
+        self.named_accesses: list[NamedAccess] = []
+        self.mutations: list[tuple[Scope, int, cst.Attribute]] = []
+        self.statement = 0
+        """The index of the top-level statement being walked (findings are positioned by it)."""
+        self.module_paths: set[str] = set()
+        """Dotted names the file's import statements load as modules."""
+        self.module_targets: set[str] = set()
+        """Qualified names bound by ``import`` statements: modules for certain."""
+        self.refused_bindings: set[str] = set()
+        """Qualified names whose import was reported: their uses are not reported again."""
+        self.position_alias: dict[int, cst.CSTNode] = {}
+        """Nodes parsed from strings (not in the module): where their findings are placed."""
+        self._analysed_strings: set[int] = set()
+        self._dict_lookups: set[int] = set()
+        """``x.__dict__`` nodes used only for a key lookup or a membership test."""
+        self.dict_values: set[int] = set()
+        """``__dict__`` attribute names reported here as values (the resolver does not repeat them)."""
         self._handled: set[int] = set()
         self._scope_entries: dict[int, Scope] = {}
         self._scope_stack: list[Scope] = []
@@ -102,8 +203,15 @@ class Collector:
     # -- the walk: pre-order, in source order, skipping tokens and whitespace
 
     def walk(self, module: cst.Module) -> None:
-        """Visit every relevant node once; ``visit_<Type>`` returning False skips children."""
-        stack: list[cst.CSTNode | _Leave] = [module]
+        """Visit every relevant node once, statement by statement, in source order."""
+        # The module's only walked children are its statements (header and footer are trivia).
+        for index, statement in enumerate(module.body):
+            self.statement = index
+            self._walk_from(statement)
+
+    def _walk_from(self, top: cst.CSTNode) -> None:
+        """Pre-order walk below ``top``; ``visit_<Type>`` returning False skips children."""
+        stack: list[cst.CSTNode | _Leave] = [top]
         handlers = self._handlers
         while stack:
             item = stack.pop()
@@ -141,12 +249,14 @@ class Collector:
     # -- bindings
 
     def _bind(self, name: str, scope: Scope | None = None) -> None:
+        name = identifier(name)
         target = scope or self.scope
         if name in target.global_names:
             target = self.module_scope
         target.bindings.add(name)
 
     def _bind_import(self, name: str, qualified: str) -> None:
+        name = identifier(name)
         target = self.module_scope if name in self.scope.global_names else self.scope
         target.imports.setdefault(name, []).append(qualified)
 
@@ -154,16 +264,31 @@ class Collector:
         if isinstance(target, cst.Name):
             self._handled.add(id(target))
             self._bind(target.value)
+            if self.scope.kind == "class" and identifier(target.value) in INTROSPECTION_ATTRIBUTES:
+                # A field named so makes msgspec read that attribute (convert, from_attributes).
+                self._introspection(target, identifier(target.value))
             if value is not None:
-                self.scope.assignments.setdefault(target.value, []).append(value)
+                self.scope.assignments.setdefault(identifier(target.value), []).append(value)
         elif isinstance(target, cst.Tuple | cst.List):
             for element in target.elements:
                 self._bind_target(element.value)
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value)
+        elif isinstance(target, cst.Attribute):
+            self.mutations.append((self.scope, self.statement, target))
+
+    def _mutated(self, target: cst.BaseExpression) -> None:
+        """Record attribute targets of statements that store or delete without binding a name."""
+        if isinstance(target, cst.Attribute):
+            self.mutations.append((self.scope, self.statement, target))
+        elif isinstance(target, cst.Tuple | cst.List):
+            for element in target.elements:
+                self._mutated(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._mutated(target.value)
 
     def _report(self, node: cst.CSTNode, rule: str, module: str, form: str, message: str) -> None:
-        self.pending.append(PendingFinding(node, rule, module, form, message))
+        self.pending.append(PendingFinding(node, self.statement, rule, module, form, message))
 
     def _import_form(self, form: str) -> str:
         return f"{form}:type-checking" if self._type_checking_depth else form
@@ -190,6 +315,28 @@ class Collector:
             return True
         return False
 
+    def _check_import(
+        self,
+        node: cst.CSTNode,
+        target: str,
+        form: str,
+        kind: Literal["module", "name", "star"],
+        bound: str | None,
+        *,
+        renamed: bool = False,
+    ) -> None:
+        """Report a forbidden import now; leave the allow-list's verdict to the resolver."""
+        if self._report_import_target(node, target, form):
+            if bound is not None:
+                self.refused_bindings.add(bound)
+        elif self.allow is not None:
+            check = ImportCheck(node, self.statement, target, self._import_form(form), kind, bound, renamed)
+            self.import_checks.append(check)
+
+    def _add_module_path(self, module: str) -> None:
+        parts = module.split(".")
+        self.module_paths.update(".".join(parts[:index]) for index in range(1, len(parts) + 1))
+
     # -- imports
 
     def visit_Import(self, node: cst.Import) -> bool:
@@ -209,13 +356,26 @@ class Collector:
             target = dotted_name(alias.name)
             if target == "pathlib" or target.startswith("pathlib."):
                 self.imports_pathlib = True
-            self._report_import_target(alias.name, target, "import")
+            self._add_module_path(target)
+            renamed = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self._bind_import(alias.asname.name.value, target)
+                name, bound = alias.asname.name.value, target
             else:
-                head = target.split(".", 1)[0]
-                self._bind_import(head, head)
+                name = bound = target.split(".", 1)[0]
+            self._check_import(alias.name, target, "import", "module", bound, renamed=renamed)
+            self.module_targets.add(bound)
+            self._bind_import(name, bound)
         return False
+
+    def _absolute_module(self, level: int, module: str | None) -> str | None:
+        """The module a relative import names, or ``None`` when it climbs out of the root."""
+        if not self.package:
+            return None
+        parts = self.package.split(".")
+        if level - 1 >= len(parts):
+            return None
+        base = ".".join(parts[: len(parts) - (level - 1)])
+        return base if module is None else f"{base}.{module}"
 
     def _import_from(
         self,
@@ -223,31 +383,63 @@ class Collector:
         module_node: cst.Attribute | cst.Name | None,
         names: Sequence[cst.ImportAlias] | cst.ImportStar,
     ) -> bool:
-        if relative or module_node is None:
-            # Relative imports never count; the names they bind are local values.
-            if not isinstance(names, cst.ImportStar):
-                for alias in names:
-                    bound = alias.evaluated_alias or alias.evaluated_name
-                    self._bind(bound.split(".", 1)[0])
-            return False
-        module = dotted_name(module_node)
+        written = None if module_node is None else dotted_name(module_node)
+        if relative:
+            module = None if self.allow is None else self._absolute_module(len(relative), written)
+            if module is None:
+                self._unresolved_relative(relative, module_node, names)
+                return False
+        else:
+            assert written is not None, "an absolute from-import names its module"
+            module = written
+        report_node: cst.CSTNode = module_node if module_node is not None else relative[-1]
         if module == "pathlib" or module.startswith("pathlib."):
             self.imports_pathlib = True
+        self._add_module_path(module)
         if isinstance(names, cst.ImportStar):
-            self._report_import_target(module_node, module, "from-import")
+            self._check_import(report_node, module, "from-import", "star", None)
             return False
         for alias in names:
-            name = alias.evaluated_name
+            name = identifier(alias.evaluated_name)
             target = f"{module}.{name}"
-            self._report_import_target(alias.name, target, "from-import")
+            self.module_paths.add(target)  # perhaps a submodule: loaded by the statement if so
+            local = alias.evaluated_alias
+            renamed = local is not None and identifier(local) != name
+            self._check_import(alias.name, target, "from-import", "name", target, renamed=renamed)
+            if name in INTROSPECTION_ATTRIBUTES:
+                self._introspection(alias.name, name)
             self._bind_import(alias.evaluated_alias or name, target)
         return False
+
+    def _unresolved_relative(
+        self,
+        relative: Sequence[cst.Dot],
+        module_node: cst.Attribute | cst.Name | None,
+        names: Sequence[cst.ImportAlias] | cst.ImportStar,
+    ) -> None:
+        """A relative import without a known package: never counted without an allow-list."""
+        if self.allow is not None:
+            self._report(
+                module_node if module_node is not None else relative[-1],
+                "IB002",
+                "",
+                self._import_form("relative-import"),
+                "a relative import that leaves the scanned root cannot be resolved",
+            )
+        if not isinstance(names, cst.ImportStar):
+            for alias in names:
+                bound = alias.evaluated_alias or alias.evaluated_name
+                self._bind(bound.split(".", 1)[0])
+
+    def _introspection(self, node: cst.CSTNode, name: str) -> None:
+        self._report(node, "IB002", "", "introspection", introspection_message(name))
 
     # -- scopes
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._handled.add(id(node.name))
         self._bind(node.name.value)
+        self.scope.definitions.add(identifier(node.name.value))
         scope = Scope("function", self.scope)
         self._bind_parameters(node.params, scope)
         self._scope_entries[id(node.body)] = scope
@@ -265,13 +457,15 @@ class Collector:
             every.append(parameters.star_kwarg)
         for parameter in every:
             self._handled.add(id(parameter.name))
-            scope.bindings.add(parameter.name.value)
+            name = identifier(parameter.name.value)
+            scope.bindings.add(name)
             if parameter.annotation is not None and self._annotates_path(parameter.annotation.annotation):
-                scope.path_annotated.add(parameter.name.value)
+                scope.path_annotated.add(name)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._handled.add(id(node.name))
         self._bind(node.name.value)
+        self.scope.definitions.add(identifier(node.name.value))
         self._scope_entries[id(node.body)] = Scope("class", self.scope)
 
     def _enter_comprehension(self, node: cst.CSTNode) -> None:
@@ -292,7 +486,7 @@ class Collector:
     def visit_Global(self, node: cst.Global) -> None:
         for item in node.names:
             self._handled.add(id(item.name))
-            self.scope.global_names.add(item.name.value)
+            self.scope.global_names.add(identifier(item.name.value))
 
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         for item in node.names:
@@ -308,10 +502,13 @@ class Collector:
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._bind_target(node.target, node.value)
         if isinstance(node.target, cst.Name) and self._annotates_path(node.annotation.annotation):
-            self.scope.path_annotated.add(node.target.value)
+            self.scope.path_annotated.add(identifier(node.target.value))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bind_target(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._mutated(node.target)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._bind_target(node.target, node.value)
@@ -329,6 +526,12 @@ class Collector:
         if node.keyword is not None:
             self._handled.add(id(node.keyword))
 
+    def visit_MatchKeywordElement(self, node: cst.MatchKeywordElement) -> None:
+        """``case C(name=…)`` reads the attribute ``name`` of the subject."""
+        self._handled.add(id(node.key))
+        access = NamedAccess(self.scope, self.statement, None, identifier(node.key.value), node.key)
+        self.named_accesses.append(access)
+
     def visit_MatchAs(self, node: cst.MatchAs) -> None:
         if node.name is not None:
             self._bind_target(node.name)
@@ -343,23 +546,169 @@ class Collector:
 
     # -- references
 
+    # -- strings that become code (see _annotations)
+
+    def visit_Annotation(self, node: cst.Annotation) -> None:
+        self._annotation_code(node.annotation, 0, None)
+
+    def _annotation_code(self, expression: cst.BaseExpression, depth: int, place: cst.CSTNode | None) -> None:
+        """Walk the strings of a type expression as the code they become when evaluated."""
+        strings = annotation_strings(
+            expression,
+            self._qualified_now,
+            lambda name: scope_strings(self.scope, identifier(name)),
+            _children,
+        )
+        for string, text in list(strings):
+            if id(string) in self._analysed_strings:
+                continue
+            self._analysed_strings.add(id(string))
+            at = place if place is not None else string
+            parsed = parse_annotation(text) if depth < ANNOTATION_DEPTH else "strings nested this deep"
+            if isinstance(parsed, str):
+                self._report(at, "IB002", "", "string-annotation", parsed)
+            elif parsed is not None:
+                self._walk_from(parsed)
+                self._place_at(parsed, at)
+                self._annotation_code(parsed, depth + 1, at)
+
+    def _place_at(self, parsed: cst.CSTNode, at: cst.CSTNode) -> None:
+        stack: list[cst.CSTNode] = [parsed]
+        while stack:
+            node = stack.pop()
+            self.position_alias[id(node)] = at
+            stack.extend(node.children)
+
+    def _type_builder(self, call: cst.Call) -> None:
+        """Field types given to a type built at run time are evaluated like annotations."""
+        arguments = list(call.args)
+        if arguments and arguments[0].keyword is None and not arguments[0].star:
+            arguments = arguments[1:]  # the name
+        for argument in arguments:
+            if argument.star or not self._is_type_display(argument.value):
+                self._report(
+                    call.func,
+                    "IB002",
+                    "",
+                    "dynamic-type",
+                    "a type built from computed fields may carry string types that are evaluated later",
+                )
+                return
+            self._annotation_code(argument.value, 0, None)
+
+    def _is_type_display(self, expression: cst.BaseExpression) -> bool:
+        """Whether ``expression`` shows every field type it holds (no variable hides one)."""
+        stack: list[cst.CSTNode] = [expression]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                name = identifier(node.value)
+                if name not in ("None", "True", "False") and not self._names_a_type(name):
+                    return False
+            elif isinstance(node, _TYPE_DISPLAY_PARTS):
+                stack.extend(_children(node))
+            elif not isinstance(node, cst.BaseNumber | cst.SimpleString | cst.ConcatenatedString):
+                return False
+        return True
+
+    def _names_a_type(self, name: str) -> bool:
+        resolution = resolve(self.scope, name)
+        if resolution.from_import or (resolution.builtin and name in BUILTIN_NAMES):
+            return True
+        current: Scope | None = self.scope
+        while current is not None:
+            if name in current.bindings or name in current.imports:
+                return name in current.definitions and name not in current.assignments
+            current = current.parent
+        return False
+
     def visit_Call(self, node: cst.Call) -> None:
         self._call_of_func[id(node.func)] = node
+        qualified = self._qualified_now(node.func)
+        if any(name in TYPE_BUILDERS for name in qualified) and (
+            "builtins.type" not in qualified
+            or len(node.args) > 1
+            or any(argument.star for argument in node.args)
+        ):
+            self._type_builder(node)
+        function = node.func
+        if isinstance(function, cst.Attribute) and identifier(function.attr.value) in DICT_LOOKUPS:
+            arguments = positional_arguments(node)
+            if _is_dict_attribute(function.value):
+                self._dict_key(function.value, arguments[0] if arguments else None)
+            elif arguments:
+                self._namespace_key(arguments[0])
         self._reference(node.func, call=node)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        key: cst.BaseExpression | None = None
+        if len(node.slice) == 1:
+            index = node.slice[0].slice
+            key = index.value if isinstance(index, cst.Index) else None
+        if _is_dict_attribute(node.value):
+            self._dict_key(node.value, key)
+        elif key is not None:
+            self._namespace_key(key)
         self._reference(node.value, subscript=node)
 
+    def _namespace_key(self, key: cst.BaseExpression) -> None:
+        """A lookup by a name like ``"__builtins__"`` only ever reads a namespace."""
+        name = static_string(key)
+        if name is not None and name in INTROSPECTION_ATTRIBUTES:
+            self._introspection(key, name)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for target in node.comparisons:
+            if isinstance(target.operator, cst.In | cst.NotIn) and _is_dict_attribute(target.comparator):
+                self._dict_lookups.add(id(target.comparator))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value in WRITE_METHODS or node.attr.value == "open":
+        name = identifier(node.attr.value)
+        if name in WRITE_METHODS or name == "open":
             self.write_accesses.append(
                 WriteAccess(
-                    self.scope, node.value, node.attr.value, node.attr, self._call_of_func.get(id(node))
+                    self.scope, self.statement, node.value, name, node.attr, self._call_of_func.get(id(node))
                 )
+            )
+        if name in INTROSPECTION_ATTRIBUTES:
+            self._introspection(node.attr, name)
+        elif name in DYNAMIC_ATTRIBUTE_METHODS:
+            self._attribute_method(node, name)
+        elif name == "__dict__" and id(node) not in self._dict_lookups:
+            # A namespace held as a value can be read later by any key (d["__subclasses__"]).
+            self.dict_values.add(id(node.attr))
+            self._dynamic_attribute(
+                node.attr, "a __dict__ used as a value can be read by names that cannot be verified"
             )
         self._handled.add(id(node.attr))
         if id(node) not in self._handled:
             self._reference(node)
+
+    def _attribute_method(self, node: cst.Attribute, name: str) -> None:
+        """``x.__getattribute__("n")`` reads ``n``; any other use of the method is dynamic."""
+        call = self._call_of_func.get(id(node))
+        arguments = None if call is None else positional_arguments(call)
+        attribute = static_string(arguments[-1]) if arguments else None
+        if attribute is None:
+            self._dynamic_attribute(node.attr, f"{name} with a computed name cannot be verified")
+            return
+        receiver = arguments[0] if arguments and len(arguments) > 1 else node.value
+        self.named_accesses.append(NamedAccess(self.scope, self.statement, receiver, attribute, node.attr))
+
+    def _dict_key(self, dictionary: cst.Attribute, key: cst.BaseExpression | None) -> None:
+        """``x.__dict__[key]``: a constant key is the attribute ``x.<key>``; any other is dynamic."""
+        self._dict_lookups.add(id(dictionary))
+        name = None if key is None else static_string(key)
+        if name is None:
+            self._dynamic_attribute(
+                dictionary.attr, "a __dict__ lookup with a computed key cannot be verified"
+            )
+        else:
+            access = NamedAccess(self.scope, self.statement, dictionary.value, name, dictionary.attr)
+            self.named_accesses.append(access)
+
+    def _dynamic_attribute(self, node: cst.CSTNode, message: str) -> None:
+        self._report(node, "IB002", "", "dynamic-attribute", message)
 
     def visit_Name(self, node: cst.Name) -> None:
         if id(node) not in self._handled:
@@ -377,7 +726,7 @@ class Collector:
             return
         self._handled.update(id(part) for part in chain_parts(expression))
         names, nodes = chain
-        self.references.append(Reference(self.scope, names, nodes, call, subscript))
+        self.references.append(Reference(self.scope, self.statement, names, nodes, call, subscript))
 
     # -- helpers that read the scopes built so far (imports precede their use)
 
@@ -407,3 +756,7 @@ class Collector:
                 )
             return False
         return any(name in PATH_CLASSES for name in self._qualified_now(annotation))
+
+
+def _is_dict_attribute(expression: cst.BaseExpression) -> TypeGuard[cst.Attribute]:
+    return isinstance(expression, cst.Attribute) and identifier(expression.attr.value) == "__dict__"

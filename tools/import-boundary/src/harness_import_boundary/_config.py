@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, TypeGuard, cast
 
+from harness_import_boundary._allow import parse_allow
 from harness_import_boundary._model import BoundaryConfig, parse_forbidden
 
 __all__ = [
@@ -26,7 +27,18 @@ __all__ = [
 CONFIG_FILE_NAME: Final = "pyproject.toml"
 TABLE_NAME: Final = "tool.harness-import-boundary"
 
-_KEYS: Final = ("roots", "forbidden", "extend-forbidden", "unverifiable", "exclude", "cache-dir", "jobs")
+_KEYS: Final = (
+    "roots",
+    "forbidden",
+    "extend-forbidden",
+    "allow",
+    "extend-allow",
+    "per-file-allow",
+    "unverifiable",
+    "exclude",
+    "cache-dir",
+    "jobs",
+)
 
 
 class ConfigError(Exception):
@@ -122,6 +134,14 @@ class _Validator:
         if "extend-forbidden" in table:
             extension = self.forbidden("extend-forbidden", table["extend-forbidden"])
             forbidden = tuple(dict.fromkeys((*forbidden, *extension)))
+        allow = defaults.allow
+        if "allow" in table:
+            allow = self.allow("allow", table["allow"])
+        if "extend-allow" in table:
+            allow = tuple(dict.fromkeys((*allow, *self.allow("extend-allow", table["extend-allow"]))))
+        per_file_allow = defaults.per_file_allow
+        if "per-file-allow" in table:
+            per_file_allow = self.per_file_allow(table["per-file-allow"])
         unverifiable = defaults.unverifiable
         if "unverifiable" in table:
             value = table["unverifiable"]
@@ -151,6 +171,8 @@ class _Validator:
             exclude=exclude,
             cache_dir=cache_dir,
             jobs=jobs,
+            allow=allow,
+            per_file_allow=per_file_allow,
         )
 
     def strings(self, key: str, value: object) -> list[str]:
@@ -196,6 +218,24 @@ class _Validator:
         except ValueError as error:
             raise self.fail(key, str(error)) from error
         return tuple(dict.fromkeys(entries))
+
+    def allow(self, key: str, value: object) -> tuple[str, ...]:
+        try:
+            return parse_allow(self.strings(key, value))
+        except ValueError as error:
+            raise self.fail(key, str(error)) from error
+
+    def per_file_allow(self, value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        if not _is_table(value):
+            raise self.fail("per-file-allow", f"must be a table of globs to arrays, got {_toml_type(value)}")
+        pairs: list[tuple[str, tuple[str, ...]]] = []
+        for pattern, entries in value.items():
+            try:
+                validate_glob(pattern)
+            except ValueError as error:
+                raise self.fail("per-file-allow", str(error)) from error
+            pairs.append((pattern, self.allow(f"per-file-allow.{pattern}", entries)))
+        return tuple(pairs)
 
     def exclude(self, value: object) -> tuple[str, ...]:
         patterns = self.strings("exclude", value)

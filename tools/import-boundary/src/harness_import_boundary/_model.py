@@ -11,12 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
+from harness_import_boundary._allow import DEFAULT_ALLOW, DEFAULT_PER_FILE_ALLOW, AllowList
+
 __all__ = [
+    "DEFAULT_ALLOW",
     "DEFAULT_FORBIDDEN",
+    "DEFAULT_PER_FILE_ALLOW",
     "DEFAULT_ROOTS",
     "PATHLIB_WRITE",
     "RULES",
     "BoundaryConfig",
+    "FilePolicy",
     "Finding",
     "Forbidden",
     "RawFinding",
@@ -67,17 +72,21 @@ RULES: Final[dict[str, Rule]] = {
             True,
             "Host authority outside the Workspace boundary",
             "The code obtains host filesystem or process authority directly (a forbidden module, "
-            "builtin open, or a pathlib write) instead of through an injected Workspace capability.",
-            "Reach files and processes through the Workspace capability the runtime injects.",
+            "builtin open, or a pathlib write), or names a module or object that is not on the "
+            "import allow-list, instead of using an injected Workspace capability.",
+            "Reach files and processes through the Workspace capability the runtime injects; "
+            "import only what the allow-list admits.",
         ),
         Rule(
             "IB002",
             "unverifiable",
             "error",
             True,
-            "Dynamic loading that cannot be verified statically",
+            "Dynamic loading or introspection that cannot be verified statically",
             "The code loads modules or builtins dynamically (computed names, exec/eval, builtins "
-            "access, runtime loaders) so the checker cannot tell whether it reaches host authority.",
+            "access, runtime loaders), uses a module as a value, reads attributes by computed "
+            "names, or reaches frames, globals, code objects or subclasses, so the checker cannot "
+            "tell whether it reaches host authority.",
             "Use a static import, or suppress the line with a reason after review.",
         ),
         Rule(
@@ -85,10 +94,11 @@ RULES: Final[dict[str, Rule]] = {
             "refused-entry",
             "error",
             False,
-            "Symbolic link or non-regular entry among the sources",
-            "A symbolic link, FIFO, socket or device was found where source files are scanned; "
-            "links are never followed, so what they point to would go unchecked.",
-            "Replace the link with a regular file or directory.",
+            "Symbolic link, non-regular entry or importable non-source file among the sources",
+            "A symbolic link, FIFO, socket or device, or a file Python could import that is not "
+            "source (bytecode without its source, an extension module, a .pth or zip file), was "
+            "found where source files are scanned; what it holds would go unchecked.",
+            "Replace the link with a regular file or directory, and remove compiled or packed files.",
         ),
         Rule(
             "IB004",
@@ -217,6 +227,28 @@ def parse_forbidden(entries: tuple[str, ...] | list[str]) -> Forbidden:
 
 
 @dataclass(frozen=True, slots=True)
+class FilePolicy:
+    """What one file is checked against.
+
+    Attributes:
+        forbidden: The forbidden entries (host authority whatever the allow-list says).
+        allow: The file's allow-list, or ``None`` to apply the forbidden entries alone.
+        package: The file's dotted package, for relative imports (``""`` at the top of its
+            root); ``None`` when unknown.
+    """
+
+    forbidden: Forbidden
+    allow: AllowList | None
+    package: str | None
+
+    def digest_text(self) -> str:
+        """A canonical text of the policy, for the cache key."""
+        allow = "-" if self.allow is None else self.allow.digest_text()
+        package = "-" if self.package is None else f"={self.package}"
+        return "\0".join((self.forbidden.digest_text(), allow, package))
+
+
+@dataclass(frozen=True, slots=True)
 class BoundaryConfig:
     """The checker's configuration; the defaults are those of ``[tool.harness-import-boundary]``.
 
@@ -228,6 +260,9 @@ class BoundaryConfig:
         exclude: Globs matched against root-relative paths.
         cache_dir: Root-relative cache directory.
         jobs: Worker processes; 0 means min(CPU count, 8).
+        allow: Effective allow entries for every file (``allow`` plus ``extend-allow``).
+        per_file_allow: ``(glob, entries)`` pairs: entries added for the files whose
+            root-relative path matches the glob.
     """
 
     root: Path = field(default_factory=Path.cwd)
@@ -237,3 +272,5 @@ class BoundaryConfig:
     exclude: tuple[str, ...] = ()
     cache_dir: str = ".cache/harness-import-boundary"
     jobs: int = 0
+    allow: tuple[str, ...] = DEFAULT_ALLOW
+    per_file_allow: tuple[tuple[str, tuple[str, ...]], ...] = tuple(DEFAULT_PER_FILE_ALLOW.items())

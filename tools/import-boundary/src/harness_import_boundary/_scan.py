@@ -23,12 +23,13 @@ from multiprocessing.context import BaseContext
 from pathlib import Path, PurePath
 from typing import Final, TypeGuard, cast
 
+from harness_import_boundary._allow import AllowList
 from harness_import_boundary._config import ExcludeMatcher
 from harness_import_boundary._model import (
     RULES,
     BoundaryConfig,
+    FilePolicy,
     Finding,
-    Forbidden,
     RawFinding,
     parse_forbidden,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "TOOL_NAME",
     "FileAnalysis",
     "ScanReport",
+    "SourceItem",
     "analyze_batch",
     "analyze_misses",
     "check_paths",
@@ -65,7 +67,33 @@ _REFUSAL_MESSAGES: Final = {
     "socket": "socket is not a regular file",
     "device": "device is not a regular file",
     "special": "entry is not a regular file",
+    "non-source": "file Python could import or load is not source and cannot be checked",
+    "sourceless-bytecode": "bytecode without its source file cannot be checked",
+    "unchecked-bytecode": "bytecode that Python loads without checking its source cannot be checked",
 }
+
+# What the import system loads besides source: bytecode, extension modules, and the files
+# that put code on the path or run it at start-up (.pth) or hold modules (zip archives).
+_IMPORTABLE_SUFFIXES: Final = (
+    ".pyc",
+    ".pyo",
+    ".pyw",
+    ".so",
+    ".pyd",
+    ".dll",
+    ".dylib",
+    ".pth",
+    ".zip",
+    ".pyz",
+    ".pyzw",
+    ".egg",
+    ".whl",
+)
+_PYCACHE: Final = "__pycache__"
+_TYPED_MARKER: Final = "py.typed"
+_PYC_HEADER_BYTES: Final = 16
+_PYC_HASH_BASED: Final = 0b01
+_PYC_CHECK_SOURCE: Final = 0b10
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,15 +170,20 @@ def scan(
     """
     root = os.path.abspath(config.root)
     walker = _Walker(ExcludeMatcher(config.exclude), os.path.join(root, config.cache_dir))
-    targets = [_explicit_target(root, path) for path in paths] if paths else _root_targets(root, config.roots)
+    root_targets = _root_targets(root, config.roots)
+    targets = (
+        [_explicit_target(root, path, [target.location for target in root_targets]) for path in paths]
+        if paths
+        else root_targets
+    )
     for target in targets:
         walker.add(target)
 
-    forbidden = parse_forbidden(config.forbidden)
+    policies = _Policies(config)
     cache = _Cache(Path(walker.cache_location)) if use_cache else None
-    forbidden_digest = hashlib.sha256(forbidden.digest_text().encode()).hexdigest()
 
     sources: list[bytes] = []
+    file_policies: list[FilePolicy] = []
     analyses: list[FileAnalysis | None] = []
     keys: list[str] = []
     scanned: list[_Target] = []
@@ -161,16 +194,20 @@ def scan(
         except _RefusedEntryError as refusal:
             refused.append((target, refusal.kind))
             continue
-        key = _cache_key(forbidden_digest, source)
+        policy = policies.for_target(target)
+        key = _cache_key(policies.digest(policy), source)
         scanned.append(target)
         sources.append(source)
+        file_policies.append(policy)
         keys.append(key)
         analyses.append(cache.load(key) if cache is not None else None)
 
     misses = [index for index, analysis in enumerate(analyses) if analysis is None]
     cached = len(scanned) - len(misses)
     if misses:
-        fresh, died = analyze_misses([sources[index] for index in misses], forbidden, config.jobs)
+        fresh, died = analyze_misses(
+            [(sources[index], file_policies[index]) for index in misses], config.jobs
+        )
         for position, index in enumerate(misses):
             analyses[index] = fresh[position]
             if cache is not None and position not in died:
@@ -213,18 +250,64 @@ def scan(
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """An entry to scan: where it is, how it is reported, and its root-relative path if inside."""
+    """An entry to scan: where it is, how it is reported, and its root-relative path if inside.
+
+    ``base`` is the folder module names start from (the scanned root that holds the entry),
+    or ``None`` when unknown (a file given alone outside every configured root).
+    """
 
     location: str
     display: str
     relative: str | None
+    base: str | None
 
     def child(self, name: str) -> _Target:
         return _Target(
             location=os.path.join(self.location, name),
             display=_join(self.display, name),
             relative=None if self.relative is None else _join(self.relative, name),
+            base=self.base,
         )
+
+    def package(self) -> str | None:
+        """The dotted package of a file below ``base``, or ``None`` when it has none."""
+        if self.base is None:
+            return None
+        folder = os.path.relpath(os.path.dirname(self.location), self.base)
+        if folder == os.curdir:
+            return ""
+        parts = folder.split(os.sep)
+        return ".".join(parts) if all(part.isidentifier() for part in parts) else None
+
+
+class _Policies:
+    """Builds each file's policy: the forbidden entries, its allow-list and its package."""
+
+    def __init__(self, config: BoundaryConfig) -> None:
+        self._forbidden = parse_forbidden(config.forbidden)
+        self._allow = config.allow
+        self._per_file = [(ExcludeMatcher([glob]), entries) for glob, entries in config.per_file_allow]
+        self._lists: dict[tuple[int, ...], AllowList] = {}
+        self._digests: dict[FilePolicy, str] = {}
+
+    def for_target(self, target: _Target) -> FilePolicy:
+        relative = target.relative
+        matched = tuple(
+            index
+            for index, (matcher, _) in enumerate(self._per_file)
+            if relative is not None and matcher.matches(relative)
+        )
+        allow = self._lists.get(matched)
+        if allow is None:
+            entries = [*self._allow, *(entry for index in matched for entry in self._per_file[index][1])]
+            allow = self._lists[matched] = AllowList(tuple(dict.fromkeys(entries)))
+        return FilePolicy(self._forbidden, allow, target.package())
+
+    def digest(self, policy: FilePolicy) -> str:
+        digest = self._digests.get(policy)
+        if digest is None:
+            digest = self._digests[policy] = hashlib.sha256(policy.digest_text().encode()).hexdigest()
+        return digest
 
 
 def _join(parent: str, name: str) -> str:
@@ -238,11 +321,16 @@ def _root_targets(root: str, roots: Sequence[str]) -> list[_Target]:
         # A configured root that does not exist is skipped: load_config already refused a
         # configured one, so this is a default root that the project does not have (yet).
         if os.path.lexists(location):
-            targets.append(_Target(location, PurePath(relative).as_posix(), PurePath(relative).as_posix()))
+            posix = PurePath(relative).as_posix()
+            targets.append(_Target(location, posix, posix, location))
     return targets
 
 
-def _explicit_target(root: str, path: str | os.PathLike[str]) -> _Target:
+def _is_within(location: str, folder: str) -> bool:
+    return location == folder or location.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _explicit_target(root: str, path: str | os.PathLike[str], root_locations: Sequence[str]) -> _Target:
     given = os.fspath(path)
     location = os.path.abspath(given)
     if not os.path.lexists(location):
@@ -250,10 +338,13 @@ def _explicit_target(root: str, path: str | os.PathLike[str]) -> _Target:
     mode = os.lstat(location).st_mode
     if stat.S_ISREG(mode) and not location.endswith(SOURCE_SUFFIXES):
         raise ValueError(f"{given}: not a Python source file (.py or .pyi)")
-    if location == root or location.startswith(root.rstrip(os.sep) + os.sep):
+    # Module names start at the configured root that holds the path, else at a given folder.
+    holders = [folder for folder in root_locations if _is_within(location, folder)]
+    base = max(holders, key=len) if holders else location if stat.S_ISDIR(mode) else None
+    if _is_within(location, root):
         relative = PurePath(os.path.relpath(location, root)).as_posix()
-        return _Target(location, relative, relative)
-    return _Target(location, PurePath(given).as_posix(), None)
+        return _Target(location, relative, relative, base)
+    return _Target(location, PurePath(given).as_posix(), None, base)
 
 
 class _Walker:
@@ -307,6 +398,10 @@ class _Walker:
                 elif entry.is_file(follow_symlinks=False):
                     if entry.name.endswith(SOURCE_SUFFIXES):
                         self.files.append(target)
+                    else:
+                        kind = _non_source_kind(directory.location, entry.name)
+                        if kind is not None:
+                            self.refused.append((target, kind))
                 else:
                     self.refused.append((target, _refusal_kind(entry.stat(follow_symlinks=False).st_mode)))
             pending.extend(reversed(subdirectories))
@@ -322,6 +417,42 @@ def _refusal_kind(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "device"
     return "special"
+
+
+def _non_source_kind(folder: str, name: str) -> str | None:
+    """Why a file that is not source is refused, or ``None`` when it is harmless.
+
+    Bytecode in ``__pycache__`` is what running the sources leaves behind: Python loads it
+    only beside its source, and (unless it is an unchecked hash-based file) only when its
+    header still matches that source, so it is refused only without one, or when unchecked.
+    """
+    if name == _TYPED_MARKER:
+        return None
+    if os.path.basename(folder) == _PYCACHE and name.endswith(".pyc"):
+        source = os.path.join(os.path.dirname(folder), name.split(".", 1)[0] + ".py")
+        try:
+            if not stat.S_ISREG(os.lstat(source).st_mode):
+                return "sourceless-bytecode"
+        except FileNotFoundError:
+            return "sourceless-bytecode"
+        return "unchecked-bytecode" if _is_unchecked_bytecode(os.path.join(folder, name)) else None
+    if name.endswith(_IMPORTABLE_SUFFIXES):
+        return "sourceless-bytecode" if name.endswith((".pyc", ".pyo")) else "non-source"
+    return None
+
+
+def _is_unchecked_bytecode(location: str) -> bool:
+    """Whether a bytecode file's header says it is hash-based and never checked (PEP 552)."""
+    try:
+        descriptor = os.open(location, _OPEN_FLAGS)
+    except OSError:
+        return False  # what cannot be opened here is refused by the import system too
+    with open(descriptor, "rb") as stream:
+        header = stream.read(_PYC_HEADER_BYTES)
+    if len(header) < _PYC_HEADER_BYTES:
+        return False  # Python refuses it and compiles the source instead
+    flags = int.from_bytes(header[4:8], "little")
+    return bool(flags & _PYC_HASH_BASED) and not flags & _PYC_CHECK_SOURCE
 
 
 def _refusal_finding(path: str, kind: str) -> Finding:
@@ -371,9 +502,9 @@ def _read_source(location: str) -> bytes:
 # ------------------------------------------------------------------ the content-hash cache
 
 
-def _cache_key(forbidden_digest: str, source: bytes) -> str:
+def _cache_key(policy_digest: str, source: bytes) -> str:
     digest = hashlib.sha256()
-    for part in (__version__.encode(), forbidden_digest.encode()):
+    for part in (__version__.encode(), policy_digest.encode()):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
     digest.update(source)
@@ -497,8 +628,12 @@ def _is_int(value: object) -> TypeGuard[int]:
 # ------------------------------------------------------------------ analysis, in-process or in a pool
 
 
-def analyze_batch(sources: Sequence[bytes], forbidden: Forbidden) -> list[FileAnalysis]:
-    """Analyse files' bytes: raw findings, and suppression comments unless the file is unparsable.
+SourceItem = tuple[bytes, FilePolicy]
+"""A file to analyse: its bytes and the policy it is checked against."""
+
+
+def analyze_batch(items: Sequence[SourceItem]) -> list[FileAnalysis]:
+    """Analyse files: raw findings, and suppression comments unless the file is unparsable.
 
     Runs in the checker's process or in a pool worker.
     """
@@ -506,8 +641,8 @@ def analyze_batch(sources: Sequence[bytes], forbidden: Forbidden) -> list[FileAn
     from harness_import_boundary._analysis import analyze_source  # noqa: PLC0415
 
     analyses: list[FileAnalysis] = []
-    for source in sources:
-        raw = sorted(analyze_source(source, forbidden), key=_raw_order)
+    for source, policy in items:
+        raw = sorted(analyze_source(source, policy), key=_raw_order)
         # Comments in a file that does not parse would only add noise to its IB004.
         unparsable = any(item.rule == "IB004" for item in raw)
         suppressions = () if unparsable else tuple(parse_suppressions(source))
@@ -524,11 +659,11 @@ def _parser_died() -> FileAnalysis:
     return FileAnalysis(raw=(died,), suppressions=())
 
 
-_Analyze = Callable[[Sequence[bytes], Forbidden], list[FileAnalysis]]
+_Analyze = Callable[[Sequence[SourceItem]], list[FileAnalysis]]
 
 
 def analyze_misses(
-    sources: Sequence[bytes], forbidden: Forbidden, jobs: int, *, analyze: _Analyze = analyze_batch
+    items: Sequence[SourceItem], jobs: int, *, analyze: _Analyze = analyze_batch
 ) -> tuple[list[FileAnalysis], set[int]]:
     """Analyse the files that missed the cache; return their analyses, in order, and which died.
 
@@ -538,23 +673,21 @@ def analyze_misses(
     that kills its process is reported as IB004.
 
     Args:
-        sources: The files' bytes.
-        forbidden: The effective forbidden entries.
+        items: The files' bytes and policies.
         jobs: The configured number of jobs.
         analyze: The per-batch analysis; a module-level function, since the pool pickles it
             by reference (tests substitute one that kills its worker).
     """
     workers = effective_jobs(jobs)
     if workers == 1:
-        return analyze(sources, forbidden), set()
+        return analyze(items), set()
     context = _pool_context()
-    results: list[FileAnalysis | None] = [None] * len(sources)
-    chunks = _chunks([len(source) for source in sources], workers)
+    results: list[FileAnalysis | None] = [None] * len(items)
+    chunks = _chunks([len(source) for source, _ in items], workers)
     stranded: list[int] = []
     with ProcessPoolExecutor(max_workers=min(workers, len(chunks)), mp_context=context) as executor:
         submitted: list[tuple[list[int], Future[list[FileAnalysis]]]] = [
-            (chunk, executor.submit(analyze, [sources[index] for index in chunk], forbidden))
-            for chunk in chunks
+            (chunk, executor.submit(analyze, [items[index] for index in chunk])) for chunk in chunks
         ]
         for chunk, future in submitted:
             try:
@@ -564,7 +697,7 @@ def analyze_misses(
                 stranded.extend(chunk)
     stranded.sort()
     died: set[int] = set()
-    rescued = _analyze_alone([sources[index] for index in stranded], forbidden, context, analyze)
+    rescued = _analyze_alone([items[index] for index in stranded], context, analyze)
     for index, analysis in zip(stranded, rescued, strict=True):
         if analysis is None:
             died.add(index)
@@ -573,7 +706,7 @@ def analyze_misses(
 
 
 def _analyze_alone(
-    sources: Sequence[bytes], forbidden: Forbidden, context: BaseContext, analyze: _Analyze
+    items: Sequence[SourceItem], context: BaseContext, analyze: _Analyze
 ) -> list[FileAnalysis | None]:
     """Analyse each file alone in a single-worker process, a fresh one after each death.
 
@@ -582,11 +715,11 @@ def _analyze_alone(
     outcomes: list[FileAnalysis | None] = []
     executor: ProcessPoolExecutor | None = None
     try:
-        for source in sources:
+        for item in items:
             if executor is None:
                 executor = ProcessPoolExecutor(max_workers=1, mp_context=context)
             try:
-                outcomes.append(executor.submit(analyze, [source], forbidden).result()[0])
+                outcomes.append(executor.submit(analyze, [item]).result()[0])
             except BrokenProcessPool:
                 outcomes.append(None)
                 executor.shutdown(wait=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -66,6 +68,87 @@ NON_PATH_LITERALS: Final = (
 )
 
 
+INTROSPECTION_ATTRIBUTES: Final = frozenset(
+    {
+        # string annotations are code once msgspec or typing evaluates them
+        "__annotations__",
+        # functions, methods and builtins that lead to globals, builtins or code
+        "__globals__",
+        "__builtins__",
+        "__code__",
+        "__closure__",
+        "__self__",
+        # every class in the process
+        "__subclasses__",
+        # the module's loader reads files; its spec names the loader
+        "__loader__",
+        "__spec__",
+        # frames and what they hold
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_locals",
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "ag_frame",
+        "gi_code",
+        "cr_code",
+        "ag_code",
+    }
+)
+"""Attribute names that reach frames, globals, builtins, code objects or all classes: an
+IB002 on any receiver, since the checker does not know types."""
+
+DYNAMIC_ATTRIBUTE_METHODS: Final = frozenset({"__getattribute__", "__getattr__"})
+"""Methods that read an attribute by a name given at run time, like ``getattr``."""
+
+DANGEROUS_BUILTINS: Final = frozenset(
+    {
+        "compile",
+        "breakpoint",
+        "input",
+        "help",
+        "exit",
+        "quit",
+        "copyright",
+        "credits",
+        "license",
+        "globals",
+        "locals",
+        "vars",
+        "__build_class__",
+        "__loader__",
+        "__spec__",
+    }
+)
+"""Builtins other than open, exec, eval and __import__ (which have their own forms) whose
+every reference is IB002: they compile or run code, reach namespaces, or do console I/O."""
+
+ATTRIBUTE_BY_NAME: Final = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr"})
+"""Builtins that take an attribute name as their second argument."""
+
+NAME_GETTERS: Final = frozenset({"operator.attrgetter", "operator.methodcaller"})
+"""Callables that build an attribute reader from names given as arguments."""
+
+BUILTIN_NAMES: Final = frozenset(dir(builtins))
+"""The names the running interpreter's builtins module holds (an unbound name is not one)."""
+
+DICT_LOOKUPS: Final = frozenset({"get", "pop", "setdefault"})
+"""Methods of ``__dict__`` that take a key, like a subscript."""
+
+
+def introspection_message(name: str) -> str:
+    """The message of an ``introspection`` finding about the attribute ``name``."""
+    return f'"{name}" reaches frames, globals, builtins, code objects or every class; it cannot be verified'
+
+
+def identifier(name: str) -> str:
+    """``name`` as the interpreter sees it: identifiers are NFKC-normalised when parsed."""
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
+
+
 def is_dynamic_loader(name: str) -> bool:
     return name in LOADER_MODULES or name.startswith(LOADER_PREFIXES) or name in EXACT_LOADERS
 
@@ -82,6 +165,8 @@ class Scope:
     )
     path_annotated: set[str] = field(default_factory=set[str])
     path_names: set[str] = field(default_factory=set[str])
+    definitions: set[str] = field(default_factory=set[str])
+    """Names bound by ``class`` or ``def`` statements (types, not values)."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +183,7 @@ class Reference:
     """A load of a name or of a pure attribute chain ``base.a.b``, with how it is used."""
 
     scope: Scope
+    statement: int
     names: list[str]
     nodes: list[cst.CSTNode]
     call: cst.Call | None = None
@@ -109,7 +195,9 @@ class WriteAccess:
     """``receiver.<method>`` where the method may write through pathlib."""
 
     scope: Scope
-    receiver: cst.BaseExpression
+    statement: int
+    receiver: cst.BaseExpression | None
+    """The object written through, or ``None`` when unknown (``operator.methodcaller``)."""
     method: str
     node: cst.CSTNode
     call: cst.Call | None
@@ -117,7 +205,10 @@ class WriteAccess:
 
 @dataclass(eq=False)
 class PendingFinding:
+    """A finding before positions: ``statement`` is the index of its top-level statement."""
+
     node: cst.CSTNode
+    statement: int
     rule: str
     module: str
     form: str
@@ -130,12 +221,12 @@ def flatten_chain(expression: cst.BaseExpression) -> tuple[list[str], list[cst.C
     nodes: list[cst.CSTNode] = []
     current = expression
     while isinstance(current, cst.Attribute):
-        names.append(current.attr.value)
+        names.append(identifier(current.attr.value))
         nodes.append(current.attr)
         current = current.value
     if not isinstance(current, cst.Name):
         return None
-    names.append(current.value)
+    names.append(identifier(current.value))
     nodes.append(current)
     names.reverse()
     nodes.reverse()
@@ -153,9 +244,9 @@ def chain_parts(expression: cst.BaseExpression) -> Iterator[cst.CSTNode]:
 
 def dotted_name(expression: cst.BaseExpression) -> str:
     if isinstance(expression, cst.Name):
-        return expression.value
+        return identifier(expression.value)
     if isinstance(expression, cst.Attribute):
-        return f"{dotted_name(expression.value)}.{expression.attr.value}"
+        return f"{dotted_name(expression.value)}.{identifier(expression.attr.value)}"
     raise TypeError(f"not a dotted name: {type(expression).__name__}")
 
 
@@ -185,13 +276,29 @@ def call_argument(call: cst.Call, position: int, keyword: str | None) -> cst.Bas
         if argument.star:
             return None  # *args / **kwargs: the position of what follows is unknown
         if argument.keyword is not None:
-            if argument.keyword.value == keyword:
+            if identifier(argument.keyword.value) == keyword:
                 return argument.value
             continue
         if index == position:
             return argument.value
         index += 1
     return None
+
+
+def has_star_arguments(call: cst.Call) -> bool:
+    """Whether ``call`` passes ``*args`` or ``**kwargs`` (so any argument may be anything)."""
+    return any(argument.star for argument in call.args)
+
+
+def positional_arguments(call: cst.Call) -> list[cst.BaseExpression] | None:
+    """The positional arguments, or ``None`` when a star argument hides some of them."""
+    values: list[cst.BaseExpression] = []
+    for argument in call.args:
+        if argument.star:
+            return None
+        if argument.keyword is None:
+            values.append(argument.value)
+    return values
 
 
 def resolve(scope: Scope, name: str) -> Resolution:
