@@ -31,10 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from harness_kernel._event_model import TIMESTAMP_PATTERN
-from harness_kernel._glob import compile_glob, translate
-from harness_kernel._manifest import _ACTION, _ID  # pyright: ignore[reportPrivateUsage]
-from harness_kernel._redaction import redact_string
+from harness_kernel.events._model import TIMESTAMP_PATTERN
+from harness_kernel.events._redaction import redact_string
+from harness_kernel.manifest._model import _ACTION, _ID  # pyright: ignore[reportPrivateUsage]
+from harness_kernel.policy._glob import compile_glob, translate
 from harness_tools._arguments import _ERROR_PATH  # pyright: ignore[reportPrivateUsage]
 
 SUBJECT_LENGTHS = (1_200, 4_096)
@@ -77,7 +77,7 @@ COMMON_PATTERNS = (
 COMMON_SUBJECTS = (
     "src/harness/app.py",
     "secrets/key",
-    "packages/kernel/src/harness_kernel/_glob.py",
+    "packages/kernel/src/harness_kernel/policy/_glob.py",
     "README.md",
     "tasks/kernel-0001.yaml",
     "src/x/test_a.py",

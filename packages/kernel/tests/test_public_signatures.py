@@ -42,10 +42,10 @@ EXPECTED = {
     "harness_kernel.models:normalize_model_text_deltas": (
         "(chunks: collections.abc.Iterable[str]) -> tuple[str, ...]"
     ),
-    "harness_kernel.models:empty_usage": "() -> harness_kernel._model_types.Usage",
+    "harness_kernel.models:empty_usage": "() -> harness_kernel.models._types.Usage",
     "harness_kernel.models:add_usage": (
-        "(a: harness_kernel._model_types.Usage, "
-        "b: harness_kernel._model_types.Usage) -> harness_kernel._model_types.Usage"
+        "(a: harness_kernel.models._types.Usage, "
+        "b: harness_kernel.models._types.Usage) -> harness_kernel.models._types.Usage"
     ),
     "harness_kernel.legacy:run_agent": "(options: 'RunOptions') -> 'RunResult'",
     "harness_kernel.legacy:normalize_tool_json": "(value: 'object') -> 'tuple[JsonValue, bytes]'",

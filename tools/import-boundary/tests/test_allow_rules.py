@@ -392,8 +392,8 @@ def test_an_introspection_name_imported_from_a_module_is_unverifiable(name: str)
 
 def test_the_store_files_may_use_sqlite3_and_the_thread_hop_and_the_others_may_not() -> None:
     source = "import sqlite3\nimport trio\nrun = trio.to_thread.run_sync\n"
-    store = policy_for("harness_kernel/_store_sqlite.py")
-    schema = policy_for("harness_kernel/_store_schema.py")
+    store = policy_for("harness_kernel/store/_sqlite.py")
+    schema = policy_for("harness_kernel/store/_schema.py")
 
     assert findings(source, store) == []
     assert findings(source, schema) == [ib001("trio.to_thread", "attribute", 3, 12)]
@@ -613,5 +613,5 @@ def test_the_store_and_the_yaml_reader_stay_clean_in_their_own_files() -> None:
     )
     reader = "import yaml\n\nfor event in yaml.parse('a: 1', Loader=yaml.SafeLoader):\n    pass\n"
 
-    assert findings(store, policy_for("harness_kernel/_store_sqlite.py")) == []
-    assert findings(reader, policy_for("harness_kernel/_yaml_tree.py")) == []
+    assert findings(store, policy_for("harness_kernel/store/_sqlite.py")) == []
+    assert findings(reader, policy_for("harness_kernel/manifest/_yaml.py")) == []

@@ -19,12 +19,12 @@ REPOSITORY = Path(__file__).resolve().parents[3]
 
 REVIEWED_SUPPRESSIONS = [
     # EventPayload is the kernel's own msgspec base class: its direct subclasses are the payloads.
-    ("packages/kernel/src/harness_kernel/_event_codec.py", "IB002", "introspection"),
+    ("packages/kernel/src/harness_kernel/events/_codec.py", "IB002", "introspection"),
     # A provider error's attribute read without running descriptors; the names are constants.
-    ("packages/kernel/src/harness_kernel/_legacy_loop.py", "IB002", "dynamic-attribute"),
-    ("packages/kernel/src/harness_kernel/_legacy_loop.py", "IB002", "dynamic-attribute"),
+    ("packages/kernel/src/harness_kernel/legacy/_loop.py", "IB002", "dynamic-attribute"),
+    ("packages/kernel/src/harness_kernel/legacy/_loop.py", "IB002", "dynamic-attribute"),
     # The caller's model and permission methods, read by constant names.
-    ("packages/kernel/src/harness_kernel/_runtime_input.py", "IB002", "dynamic-attribute"),
+    ("packages/kernel/src/harness_kernel/runtime/_input.py", "IB002", "dynamic-attribute"),
     # Tool errors pickle their own instance dictionary, handed out in one place.
     ("packages/tools/src/harness_tools/_errors.py", "IB002", "dynamic-attribute"),
 ]
@@ -49,7 +49,7 @@ def test_the_repository_configuration_scans_the_production_trees_and_extends_the
     assert per_file["packages/kernel/src/**"] == ("harness_kernel.*", "harness_tools.*")
     assert per_file["packages/tools/src/**"] == ("harness_tools.*",)
     assert "sqlite3" not in config.allow
-    assert "sqlite3" in per_file["packages/kernel/src/harness_kernel/_store_sqlite.py"]
+    assert "sqlite3" in per_file["packages/kernel/src/harness_kernel/store/_sqlite.py"]
 
 
 def test_the_real_kernel_and_tools_trees_have_no_findings_but_the_reviewed_suppressions() -> None:

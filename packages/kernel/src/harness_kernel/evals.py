@@ -17,15 +17,15 @@ from typing import Final, Literal, TypeAlias, cast
 import trio
 
 from harness_kernel._errors import HarnessError
-from harness_kernel._event_codec import is_event_type, serialize_event
-from harness_kernel._event_model import AgentStoppedData, Event, ModelResponseData
 from harness_kernel._json import JsonValue, decode_json, encode_json
-from harness_kernel._legacy_loop import run_agent
-from harness_kernel._legacy_records import Budget, RunOptions
-from harness_kernel._manifest import TaskManifest
-from harness_kernel._model_adapters import FakeModel, ScriptedTurn
-from harness_kernel._model_types import ToolCall
-from harness_kernel._yaml_tree import ROOT, describe_kind, is_refused, join_path, read_yaml_document
+from harness_kernel.events._codec import is_event_type, serialize_event
+from harness_kernel.events._model import AgentStoppedData, Event, ModelResponseData
+from harness_kernel.legacy._loop import run_agent
+from harness_kernel.legacy._records import Budget, RunOptions
+from harness_kernel.manifest._model import TaskManifest
+from harness_kernel.manifest._yaml import ROOT, describe_kind, is_refused, join_path, read_yaml_document
+from harness_kernel.models._adapters import FakeModel, ScriptedTurn
+from harness_kernel.models._types import ToolCall
 from harness_tools import ToolRegistry, create_echo_tool
 
 __all__ = [

@@ -23,7 +23,7 @@ from harness_kernel._json import (
     has_lone_surrogate,
     is_exact_array,
 )
-from harness_kernel._model_types import (
+from harness_kernel.models._types import (
     AssistantMessage,
     ChatMessage,
     SystemMessage,

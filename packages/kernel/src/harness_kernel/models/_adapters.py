@@ -10,7 +10,7 @@ from typing import cast, final
 import trio
 
 from harness_kernel._json import encode_json
-from harness_kernel._model_types import (
+from harness_kernel.models._types import (
     CompletionRequest,
     CompletionResponse,
     FinishReason,

@@ -10,11 +10,11 @@ from typing import Any, Final, cast
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
 from harness_kernel._json import MAX_SAFE_INTEGER, FrozenDict, has_lone_surrogate
-from harness_kernel._model_types import ChatMessage, ModelAdapter, ToolDefinition
-from harness_kernel._permission import PermissionController
-from harness_kernel._runtime_errors import InvalidRunInputError
-from harness_kernel._store_ports import EventStore
+from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefinition
+from harness_kernel.policy._permission import PermissionController
+from harness_kernel.runtime._errors import InvalidRunInputError
 from harness_kernel.state import InvalidMessageStateError, create_message_state
+from harness_kernel.store._ports import EventStore
 from harness_tools import PureBoundary, Tool, ToolRegistry, WorkspaceBoundary, get_tool_execution_boundary
 from harness_workspace import AbortSignal, Workspace, bind_workspace
 

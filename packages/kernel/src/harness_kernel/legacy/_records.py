@@ -8,10 +8,10 @@ from typing import Final, Literal
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
 from harness_kernel._errors import HarnessError
-from harness_kernel._event_model import Event
 from harness_kernel._json import JsonValue
-from harness_kernel._model_types import Model, Usage
-from harness_kernel._permission import PermissionController
+from harness_kernel.events._model import Event
+from harness_kernel.models._types import Model, Usage
+from harness_kernel.policy._permission import PermissionController
 from harness_tools import ToolRegistry
 from harness_workspace import AbortSignal, Workspace
 

@@ -8,9 +8,9 @@ from typing import Final, Literal, TypeAlias, TypeGuard, final
 
 import msgspec
 
-from harness_kernel._glob import compile_glob
-from harness_kernel._policy_errors import InvalidPermissionRulesError, InvalidPolicyInputError
-from harness_kernel._policy_exact import is_mapping, is_str
+from harness_kernel.policy._errors import InvalidPermissionRulesError, InvalidPolicyInputError
+from harness_kernel.policy._exact import is_mapping, is_str
+from harness_kernel.policy._glob import compile_glob
 
 __all__ = [
     "EFFECTS",

@@ -7,9 +7,9 @@ from typing import Final, Literal, Protocol, TypeAlias, final
 
 import msgspec
 
-from harness_kernel._policy_errors import InvalidPolicyInputError
-from harness_kernel._policy_exact import is_str
-from harness_kernel._rules import Effect, PermissionMap, compile_rules, is_effect
+from harness_kernel.policy._errors import InvalidPolicyInputError
+from harness_kernel.policy._exact import is_str
+from harness_kernel.policy._rules import Effect, PermissionMap, compile_rules, is_effect
 from harness_tools import ToolPermissionIntent
 from harness_workspace import AbortSignal
 

@@ -1,7 +1,7 @@
 """The event envelope and the 28 payload Structs of the catalogue (spec §2.1, §2.3, §2.4).
 
 The annotations are the schema: field order is the wire key order, ``msgspec.Meta`` carries
-the per-field constraints, and ``harness_kernel._event_schema`` compiles them into the
+the per-field constraints, and ``harness_kernel.events._schema`` compiles them into the
 validator that collects every issue. Rules that span fields (rev-pairs, ``run.updated``
 transitions, variant selection) live there too. msgspec does not validate in ``__init__``:
 build events with ``create_event`` or decode them, never trust a hand-built instance.

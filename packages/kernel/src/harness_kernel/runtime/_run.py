@@ -18,10 +18,10 @@ import msgspec
 import trio
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
-from harness_kernel._event_codec import create_event
-from harness_kernel._event_model import Event, EventType
 from harness_kernel._json import MAX_SAFE_INTEGER, JsonValue, encode_json, has_lone_surrogate, thaw_json
-from harness_kernel._model_types import (
+from harness_kernel.events._codec import create_event
+from harness_kernel.events._model import Event, EventType
+from harness_kernel.models._types import (
     AssistantMessage,
     ChatMessage,
     CompletionResponse,
@@ -34,8 +34,8 @@ from harness_kernel._model_types import (
     Usage,
     UserMessage,
 )
-from harness_kernel._permission import PermissionDecision, PermissionRequest, PermissionResolution
-from harness_kernel._runtime_errors import (
+from harness_kernel.policy._permission import PermissionDecision, PermissionRequest, PermissionResolution
+from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     BudgetMetric,
     EventAppendError,
@@ -45,7 +45,7 @@ from harness_kernel._runtime_errors import (
     RunTerminalError,
     RuntimeBudgetExceededError,
 )
-from harness_kernel._runtime_input import Admitted, is_id
+from harness_kernel.runtime._input import Admitted, is_id
 from harness_tools import PureBoundary, Tool, ToolExecutionContext, ToolPermissionIntent, WorkspaceBoundary
 from harness_tools import get_tool_execution_boundary as boundary_of
 from harness_workspace import (

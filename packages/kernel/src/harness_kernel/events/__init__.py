@@ -11,13 +11,13 @@ process boundaries.
 
 from __future__ import annotations
 
-from harness_kernel._event_codec import (
+from harness_kernel.events._codec import (
     create_event,
     deserialize_event,
     is_event_type,
     serialize_event,
 )
-from harness_kernel._event_errors import (
+from harness_kernel.events._errors import (
     EVT_BAD_JSON,
     EVT_BAD_PAYLOAD,
     EVT_UNKNOWN_TYPE,
@@ -28,7 +28,7 @@ from harness_kernel._event_errors import (
     SchemaIssue,
     UnknownEventTypeError,
 )
-from harness_kernel._event_model import (
+from harness_kernel.events._model import (
     CURRENT_EVENT_VERSION,
     EVENT_PAYLOADS,
     EVENT_TYPES,
@@ -74,7 +74,7 @@ from harness_kernel._event_model import (
     TurnStartedData,
     UserMessageCompletedData,
 )
-from harness_kernel._redaction import (
+from harness_kernel.events._redaction import (
     REDACTED,
     REDACTION_MAX_DEPTH,
     redact_event,

@@ -6,8 +6,8 @@
 raise their typed errors after the final ``agent.stopped``.
 """
 
-from harness_kernel._legacy_loop import run_agent
-from harness_kernel._legacy_records import (
+from harness_kernel.legacy._loop import run_agent
+from harness_kernel.legacy._records import (
     Budget,
     BudgetExceededError,
     InvalidModelResponseError,

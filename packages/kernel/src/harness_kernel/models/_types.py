@@ -13,7 +13,7 @@ from typing import Final, Literal, Protocol, TypeAlias
 
 import msgspec
 
-from harness_kernel._event_model import FinishReason
+from harness_kernel.events._model import FinishReason
 from harness_workspace import AbortSignal, JsonValue
 
 __all__ = [

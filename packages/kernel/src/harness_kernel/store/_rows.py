@@ -12,9 +12,9 @@ from typing import Final
 import msgspec
 from msgspec import UNSET
 
-from harness_kernel._event_codec import deserialize_event
 from harness_kernel._json import FrozenDict, JsonDataError, JsonValue, decode_json, freeze_json
-from harness_kernel._store_records import (
+from harness_kernel.events._codec import deserialize_event
+from harness_kernel.store._records import (
     SESS_INVALID_RECORD,
     SequencedEvent,
     SessionCheckpoint,

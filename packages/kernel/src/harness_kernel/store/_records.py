@@ -8,7 +8,6 @@ from typing import Final, Literal, TypeAlias
 import msgspec
 
 from harness_kernel._errors import HarnessError
-from harness_kernel._event_model import Event
 from harness_kernel._json import (
     MAX_SAFE_INTEGER,
     FrozenDict,
@@ -17,6 +16,7 @@ from harness_kernel._json import (
     encode_json,
     freeze_json,
 )
+from harness_kernel.events._model import Event
 
 __all__ = [
     "ID_MAX_CHARS",

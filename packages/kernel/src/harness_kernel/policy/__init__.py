@@ -7,7 +7,13 @@ runtime consults per tool call; :class:`RulePermissionController` adapts a permi
 to it. Nothing here touches the host.
 """
 
-from harness_kernel._glob import (
+from harness_kernel.policy._errors import (
+    POLICY_INVALID_INPUT,
+    POLICY_INVALID_RULES,
+    InvalidPermissionRulesError,
+    InvalidPolicyInputError,
+)
+from harness_kernel.policy._glob import (
     CompiledGlob,
     check_changed_paths,
     compile_glob,
@@ -15,7 +21,7 @@ from harness_kernel._glob import (
     path_allowed,
     translate,
 )
-from harness_kernel._permission import (
+from harness_kernel.policy._permission import (
     MAX_ID_CHARS,
     MAX_REASON_CHARS,
     PermissionController,
@@ -25,13 +31,7 @@ from harness_kernel._permission import (
     PermissionResolve,
     RulePermissionController,
 )
-from harness_kernel._policy_errors import (
-    POLICY_INVALID_INPUT,
-    POLICY_INVALID_RULES,
-    InvalidPermissionRulesError,
-    InvalidPolicyInputError,
-)
-from harness_kernel._rules import (
+from harness_kernel.policy._rules import (
     EFFECTS,
     RANK,
     CompiledRules,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from harness_kernel._event_codec import deserialize_event, event_to_document, parse_event_document
-from harness_kernel._event_model import Event
 from harness_kernel._json import FrozenDict, FrozenList, encode_json, is_exact_array, is_exact_dict
+from harness_kernel.events._codec import deserialize_event, event_to_document, parse_event_document
+from harness_kernel.events._model import Event
 
 __all__ = ["REDACTED", "REDACTION_MAX_DEPTH", "redact_event", "redact_string", "redact_value"]
 

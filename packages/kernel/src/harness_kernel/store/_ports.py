@@ -9,15 +9,15 @@ from typing import Protocol, runtime_checkable
 import trio
 from msgspec import UNSET
 
-from harness_kernel._event_codec import validate_event
-from harness_kernel._event_model import Event
-from harness_kernel._store_records import (
+from harness_kernel.events._codec import validate_event
+from harness_kernel.events._model import Event
+from harness_kernel.store._records import (
     PAGE_MAX_LIMIT,
     SESS_INVALID_RECORD,
     SessionStoreError,
     check_id,
 )
-from harness_kernel._store_sqlite import SqliteSessionStore
+from harness_kernel.store._sqlite import SqliteSessionStore
 
 __all__ = ["EventStore", "MemoryEventStore", "SqliteEventStore"]
 

@@ -30,7 +30,7 @@ from typing import Final
 import msgspec
 
 from harness_kernel._json import is_exact_array
-from harness_kernel._policy_errors import InvalidPolicyInputError
+from harness_kernel.policy._errors import InvalidPolicyInputError
 
 __all__ = [
     "CompiledGlob",

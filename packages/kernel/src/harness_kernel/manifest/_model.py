@@ -14,9 +14,16 @@ import msgspec
 
 from harness_kernel._errors import HarnessError
 from harness_kernel._json import is_exact_array
-from harness_kernel._policy_exact import is_mapping, is_str
-from harness_kernel._rules import EFFECTS, Effect, PermissionMap, Rule, is_effect
-from harness_kernel._yaml_tree import ROOT, SYNTAX, describe_kind, is_refused, join_path, read_yaml_document
+from harness_kernel.manifest._yaml import (
+    ROOT,
+    SYNTAX,
+    describe_kind,
+    is_refused,
+    join_path,
+    read_yaml_document,
+)
+from harness_kernel.policy._exact import is_mapping, is_str
+from harness_kernel.policy._rules import EFFECTS, Effect, PermissionMap, Rule, is_effect
 
 __all__ = [
     "DELIVERY_TYPES",

@@ -14,9 +14,9 @@ from types import TracebackType
 
 import trio
 
-from harness_kernel._event_model import Event
 from harness_kernel._json import has_lone_surrogate
-from harness_kernel._runtime_errors import (
+from harness_kernel.events._model import Event
+from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     EventAppendError,
     InvalidRunInputError,
@@ -29,8 +29,8 @@ from harness_kernel._runtime_errors import (
     RuntimeConsumerError,
     SteeringClosedError,
 )
-from harness_kernel._runtime_input import RunInput, RuntimeBudget, admit, check_id
-from harness_kernel._runtime_run import FINISHED, Run
+from harness_kernel.runtime._input import RunInput, RuntimeBudget, admit, check_id
+from harness_kernel.runtime._run import FINISHED, Run
 
 __all__ = [
     "AgentRuntimeError",

@@ -10,8 +10,8 @@ in ``__init__``): the message state and the runtime re-validate what they accept
 
 from __future__ import annotations
 
-from harness_kernel._model_adapters import CompleteModelAdapter, FakeModel, ScriptedTurn, adapt_model
-from harness_kernel._model_types import (
+from harness_kernel.models._adapters import CompleteModelAdapter, FakeModel, ScriptedTurn, adapt_model
+from harness_kernel.models._types import (
     MAX_MODEL_TEXT_DELTA_CHARS,
     AssistantMessage,
     ChatMessage,

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import PurePath
 from typing import Final, Literal
 
-from harness_kernel._store_records import SESS_SCHEMA_VERSION, SessionStoreError
+from harness_kernel.store._records import SESS_SCHEMA_VERSION, SessionStoreError
 
 __all__ = ["SCHEMA_VERSION", "Synchronous", "connect_store"]
 

@@ -16,22 +16,6 @@ from typing import Final, TypeGuard
 import msgspec
 from msgspec import UNSET
 
-from harness_kernel._event_errors import (
-    EventParseError,
-    EventSchemaError,
-    EventVersionError,
-    SchemaIssue,
-    UnknownEventTypeError,
-)
-from harness_kernel._event_model import (
-    CURRENT_EVENT_VERSION,
-    EVENT_TYPES,
-    Event,
-    EventData,
-    EventPayload,
-    EventType,
-)
-from harness_kernel._event_schema import INVALID, envelope_checkers, payload_validator
 from harness_kernel._json import (
     JsonDataError,
     check_json_document,
@@ -41,6 +25,22 @@ from harness_kernel._json import (
     is_json_object,
     json_type_name,
 )
+from harness_kernel.events._errors import (
+    EventParseError,
+    EventSchemaError,
+    EventVersionError,
+    SchemaIssue,
+    UnknownEventTypeError,
+)
+from harness_kernel.events._model import (
+    CURRENT_EVENT_VERSION,
+    EVENT_TYPES,
+    Event,
+    EventData,
+    EventPayload,
+    EventType,
+)
+from harness_kernel.events._schema import INVALID, envelope_checkers, payload_validator
 
 __all__ = [
     "DOCUMENT_MAX_DEPTH",

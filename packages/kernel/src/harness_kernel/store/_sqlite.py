@@ -19,10 +19,10 @@ from typing import Final, Self, TypeVar
 import trio
 from msgspec import UNSET
 
-from harness_kernel._event_codec import validate_event
-from harness_kernel._event_model import Event
 from harness_kernel._json import FrozenDict, JsonValue, encode_json
-from harness_kernel._store_records import (
+from harness_kernel.events._codec import validate_event
+from harness_kernel.events._model import Event
+from harness_kernel.store._records import (
     SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
     SESS_EVENT_CONFLICT,
@@ -49,7 +49,7 @@ from harness_kernel._store_records import (
     format_time,
     frozen_json_text,
 )
-from harness_kernel._store_rows import (
+from harness_kernel.store._rows import (
     CHECKPOINT_COLUMNS,
     EVENT_COLUMNS,
     SESSION_COLUMNS,
@@ -57,7 +57,7 @@ from harness_kernel._store_rows import (
     decode_event_row,
     decode_session_row,
 )
-from harness_kernel._store_schema import Synchronous, connect_store
+from harness_kernel.store._schema import Synchronous, connect_store
 
 __all__ = ["SessionEventLog", "SqliteSessionStore"]
 

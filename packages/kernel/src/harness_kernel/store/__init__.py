@@ -11,8 +11,8 @@ invalid or corrupt events.
 
 from __future__ import annotations
 
-from harness_kernel._store_ports import EventStore, MemoryEventStore, SqliteEventStore
-from harness_kernel._store_records import (
+from harness_kernel.store._ports import EventStore, MemoryEventStore, SqliteEventStore
+from harness_kernel.store._records import (
     SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
     SESS_EVENT_CONFLICT,
@@ -34,8 +34,8 @@ from harness_kernel._store_records import (
     SessionStoreError,
     StatusTransitionResult,
 )
-from harness_kernel._store_schema import SCHEMA_VERSION
-from harness_kernel._store_sqlite import SessionEventLog, SqliteSessionStore
+from harness_kernel.store._schema import SCHEMA_VERSION
+from harness_kernel.store._sqlite import SessionEventLog, SqliteSessionStore
 
 __all__ = [
     "SCHEMA_VERSION",

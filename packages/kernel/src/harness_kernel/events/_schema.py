@@ -19,8 +19,9 @@ from typing import Annotated, Final, Literal, TypeGuard, Union, final, get_args,
 import msgspec
 from msgspec import UnsetType
 
-from harness_kernel._event_errors import SchemaIssue
-from harness_kernel._event_model import (
+from harness_kernel._json import MAX_SAFE_INTEGER, JsonDataError, freeze_json, is_json_object, json_type_name
+from harness_kernel.events._errors import SchemaIssue
+from harness_kernel.events._model import (
     EVENT_PAYLOADS,
     TIMESTAMP_FIELD,
     AssistantMessageCompletedData,
@@ -39,7 +40,6 @@ from harness_kernel._event_model import (
     TurnCompletedData,
     UserMessageCompletedData,
 )
-from harness_kernel._json import MAX_SAFE_INTEGER, JsonDataError, freeze_json, is_json_object, json_type_name
 
 __all__ = ["INVALID", "Checker", "PayloadSchema", "envelope_checkers", "join_path", "payload_validator"]
 

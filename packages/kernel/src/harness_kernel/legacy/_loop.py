@@ -17,8 +17,6 @@ from typing import Any, Final, Literal, cast
 import msgspec
 import trio
 
-from harness_kernel._event_codec import create_event
-from harness_kernel._event_model import Event, EventType
 from harness_kernel._json import (
     MAX_SAFE_INTEGER,
     JsonValue,
@@ -27,7 +25,9 @@ from harness_kernel._json import (
     is_exact_array,
     thaw_json,
 )
-from harness_kernel._legacy_records import (
+from harness_kernel.events._codec import create_event
+from harness_kernel.events._model import Event, EventType
+from harness_kernel.legacy._records import (
     INVALID_TOOL_RESULT_MESSAGE,
     MODEL_INVALID_RESPONSE,
     RUN_CANCELED,
@@ -41,7 +41,7 @@ from harness_kernel._legacy_records import (
     RunResult,
     normalize_tool_json,
 )
-from harness_kernel._model_types import (
+from harness_kernel.models._types import (
     AssistantMessage,
     ChatMessage,
     CompletionRequest,
@@ -54,7 +54,7 @@ from harness_kernel._model_types import (
     add_usage,
     empty_usage,
 )
-from harness_kernel._permission import (
+from harness_kernel.policy._permission import (
     MAX_REASON_CHARS,
     PermissionDecision,
     PermissionRequest,
