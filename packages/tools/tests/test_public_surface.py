@@ -7,7 +7,15 @@ import inspect
 import harness_tools
 
 EXPECTED_NAMES = {
+    "AdmissionProfile",
     "ArgumentLimits",
+    "CallRule",
+    "ToolKind",
+    "WORKSPACE_ADAPTER_REQUIRED",
+    "admission_refusal",
+    "call_rule",
+    "is_advertised",
+    "tool_kind",
     "InvalidToolArgumentsError",
     "InvalidToolExecutionBoundaryError",
     "InvalidWorkspacePathError",

@@ -17,6 +17,7 @@ from typing import Final, Literal, TypeAlias, cast
 import trio
 
 from harness_kernel._errors import HarnessError
+from harness_kernel._ids import format_timestamp
 from harness_kernel._json import JsonValue, decode_json, encode_json
 from harness_kernel.events._codec import is_event_type, serialize_event
 from harness_kernel.events._model import AgentStoppedData, Event, ModelResponseData
@@ -597,7 +598,7 @@ def _deterministic_clock() -> tuple[Callable[[], str], Callable[[str], str]]:
         nonlocal ticks
         moment = _CLOCK_START + timedelta(milliseconds=ticks)
         ticks += 1
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+        return format_timestamp(moment)
 
     def new_id(prefix: str) -> str:
         nonlocal counter

@@ -5,6 +5,16 @@ bound to the tool object's identity. The runtime hands a workspace tool a one-op
 of the workspace and nothing wider; this package itself never touches the host.
 """
 
+from harness_tools._admission import (
+    WORKSPACE_ADAPTER_REQUIRED,
+    AdmissionProfile,
+    CallRule,
+    ToolKind,
+    admission_refusal,
+    call_rule,
+    is_advertised,
+    tool_kind,
+)
 from harness_tools._arguments import ArgumentLimits, parse_tool_arguments
 from harness_tools._boundaries import (
     REVIEWED_WORKSPACE_CAPABILITIES,
@@ -56,10 +66,13 @@ __all__ = [
     "TOOL_WORKSPACE_PATH_INVALID",
     "TOOL_WORKSPACE_READ_FAILED",
     "TOOL_WORKSPACE_TOO_LARGE",
+    "WORKSPACE_ADAPTER_REQUIRED",
     "WORKSPACE_PATH_MAX_CHARS",
     "WORKSPACE_ROOT_PATH",
     "WORKSPACE_SEGMENT_MAX_BYTES",
+    "AdmissionProfile",
     "ArgumentLimits",
+    "CallRule",
     "InvalidToolArgumentsError",
     "InvalidToolExecutionBoundaryError",
     "InvalidWorkspacePathError",
@@ -71,17 +84,22 @@ __all__ = [
     "ToolExecute",
     "ToolExecutionBoundary",
     "ToolExecutionContext",
+    "ToolKind",
     "ToolPermissionIntent",
     "ToolRegistry",
     "WorkspaceBoundary",
     "WorkspaceFileAccessError",
     "__version__",
+    "admission_refusal",
+    "call_rule",
     "check_workspace_path",
     "create_bounded_tool",
     "create_echo_tool",
     "create_read_file_tool",
     "create_tool",
     "get_tool_execution_boundary",
+    "is_advertised",
     "parse_tool_arguments",
     "schema_for_parameters",
+    "tool_kind",
 ]

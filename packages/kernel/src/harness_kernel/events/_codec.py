@@ -10,12 +10,12 @@ those stages too, so nothing unvalidated is ever written.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Final, TypeGuard
 
 import msgspec
 from msgspec import UNSET
 
+from harness_kernel._ids import now_timestamp
 from harness_kernel._json import (
     JsonDataError,
     check_json_document,
@@ -175,11 +175,6 @@ def _validated(document: dict[str, object]) -> Event:
     return validate_event_document(parse_event_document(document))
 
 
-def _now() -> str:
-    moment = datetime.now(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def create_event(
     type: EventType,
     data: EventData | dict[str, object],
@@ -206,7 +201,7 @@ def create_event(
         "v": CURRENT_EVENT_VERSION,
         "type": type,
         "eventId": str(uuid.uuid4()) if event_id is None else event_id,
-        "at": _now() if at is None else at,
+        "at": now_timestamp() if at is None else at,
     }
     if actor is not None:
         document["actor"] = actor

@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import inspect
 import re
-import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, Literal, cast
 
 import msgspec
 import trio
 
+from harness_kernel._gate import (
+    ToolGate,
+    ToolInputError,
+    Verdict,
+    convert_arguments,
+    permission_intent,
+    resolution_of,
+    tool_definitions,
+)
+from harness_kernel._ids import now_timestamp, random_id
 from harness_kernel._json import (
     MAX_SAFE_INTEGER,
     JsonValue,
     encode_json,
     has_lone_surrogate,
     is_exact_array,
-    thaw_json,
 )
 from harness_kernel.events._codec import create_event
 from harness_kernel.events._model import Event, EventType
@@ -47,7 +54,6 @@ from harness_kernel.models._types import (
     CompletionRequest,
     CompletionResponse,
     ToolCall,
-    ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
@@ -56,21 +62,17 @@ from harness_kernel.models._types import (
 )
 from harness_kernel.policy._permission import (
     MAX_REASON_CHARS,
-    PermissionDecision,
     PermissionRequest,
     PermissionResolution,
 )
-from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent, WorkspaceBoundary
-from harness_tools import get_tool_execution_boundary as _boundary_of
+from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent
 from harness_workspace import (
-    WORKSPACE_OPERATION_REQUIRED,
     AbortController,
     AbortSignal,
     Workspace,
     WorkspaceOperationError,
     bind_workspace,
     move_on_abort,
-    restrict_workspace,
 )
 
 __all__ = ["run_agent"]
@@ -89,15 +91,6 @@ _AUTHORIZATION_FAILED: Final = "TOOL_AUTHORIZATION_FAILED"
 _CANCELED_NOTE: Final = "abort signal received"
 
 _Status = Literal["completed", "failed", "canceled", "budget_exceeded"]
-
-
-def _utc_now() -> str:
-    moment = datetime.now(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def _uuid_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4()}"
 
 
 def _is_safe_count(value: object) -> bool:
@@ -136,11 +129,6 @@ def _static_attribute(error: BaseException, name: str) -> object:
     return class_value
 
 
-def _close_awaitable(value: object) -> None:
-    if inspect.iscoroutine(value):
-        value.close()
-
-
 def _budget_pct(used: int, limit: int) -> int:
     if limit == 0:
         return 100
@@ -162,8 +150,8 @@ class _Loop:
         if type(options) is not RunOptions:
             raise TypeError("run_agent expects RunOptions")
         self.options = options
-        self.now: Callable[[], str] = options.now or _utc_now
-        self.new_id: Callable[[str], str] = options.new_id or _uuid_id
+        self.now: Callable[[], str] = options.now or now_timestamp
+        self.new_id: Callable[[str], str] = options.new_id or random_id
         self.on_event = options.on_event
         model_name: object = getattr(options.model, "name", None)
         if not _is_text(model_name, 1, 256):
@@ -188,7 +176,8 @@ class _Loop:
             if limit is not None and not _is_safe_count(limit):
                 raise ValueError("budget limits and max_steps must be safe integers >= 0")
         self.tools: dict[str, Tool[Any]] = {tool.name: tool for tool in options.tools or ()}
-        self.definitions = _advertise(self.tools.values())
+        self.gate = ToolGate(workspace=self.workspace, decide=self.decide, profile="legacy")
+        self.definitions = tool_definitions(self.tools.values(), workspace_injected=True, profile="legacy")
         self.session_id = options.session_id if options.session_id is not None else self.new_id("sess")
         self.task_id = options.task_id
         self.agent_id = ""
@@ -201,7 +190,6 @@ class _Loop:
         self.transcript_bytes = 0
         self.warned_tokens = False
         self.warned_calls = False
-        self.grants: set[tuple[str, str | None]] = set()
 
     # -------------------------------------------------------------- events
 
@@ -455,24 +443,21 @@ class _Loop:
         tool = self.tools.get(call.name)
         if tool is None:
             return None, ("TOOL_NOT_FOUND", f"unknown tool: {call.name}")
-        _, problem = _convert(tool, arguments)
-        if problem is not None:
-            return None, ("TOOL_BAD_INPUT", problem)
-        boundary = _boundary_of(tool)
-        view: Workspace | None = None
-        if self.decide is not None or type(boundary) is WorkspaceBoundary:
-            intent = _intent(tool, arguments)
-            if intent is None:
+        try:
+            convert_arguments(tool, arguments)
+        except ToolInputError as bad:
+            return None, ("TOOL_BAD_INPUT", str(bad))
+        if self.gate.judged(tool):
+            # Authorization takes a conversion of its own (§8.6 step 4), never execution's.
+            verdict = self.gate.judge(tool, permission_intent(tool, convert_arguments(tool, arguments)))
+            if verdict.failed_closed:
                 return await self.authorization_failed(call.name)
-            denial = await self.authorize(tool, intent, call_id)
+            denial = await self.authorize(tool, verdict, call_id)
             if denial is not None:
                 return None, denial
-            if type(boundary) is WorkspaceBoundary:
-                assert self.workspace is not None
-                view = restrict_workspace(self.workspace, boundary.capability)
         if self.signal is not None and self.signal.aborted:
             raise await self.canceled_call(call.name, call_id, _CANCELED_NOTE)
-        return await self.execute(tool, call, arguments, call_id, view)
+        return await self.execute(tool, call, arguments, call_id, self.gate.capability(tool))
 
     async def authorization_failed(self, name: str) -> tuple[JsonValue, tuple[str, str]]:
         await self.error_event(_AUTHORIZATION_FAILED, f"authorization failed for tool {name}")
@@ -486,31 +471,15 @@ class _Loop:
         data.update(effect=effect, reason=reason)
         await self.emit("policy.decision", self.optional(data, ruleId=rule_id))
 
-    async def authorize(
-        self, tool: Tool[Any], intent: ToolPermissionIntent, call_id: str
-    ) -> tuple[str, str] | None:
+    async def authorize(self, tool: Tool[Any], verdict: Verdict, call_id: str) -> tuple[str, str] | None:
         """Publish the decision (and any permission exchange); return a denial or ``None``."""
-        if type(_boundary_of(tool)) is WorkspaceBoundary:
-            if self.workspace is None:
-                reason = f"tool {tool.name} requires an injected workspace capability"
-                await self.policy_decision(intent, "deny", reason, "kernel.m8.workspace_required")
-                return WORKSPACE_OPERATION_REQUIRED, reason
-            if self.decide is None:
-                reason = "workspace effects require an injected permission controller"
-                await self.policy_decision(intent, "deny", reason, "kernel.m8.permission_required")
-                return "TOOL_PERMISSION_REQUIRED", reason
-        assert self.decide is not None
-        decision = _decide(self.decide, intent)
-        if decision is None:
-            return (await self.authorization_failed(tool.name))[1]
-        await self.policy_decision(intent, decision.effect, decision.reason, decision.rule_id)
-        if decision.effect == "deny":
-            return "TOOL_POLICY_DENIED", decision.reason
-        if decision.effect == "allow":
+        intent = verdict.intent
+        await self.policy_decision(intent, verdict.effect, verdict.reason, verdict.rule_id)
+        if verdict.effect == "deny":
+            return verdict.denial, verdict.reason
+        if verdict.effect == "allow" or self.gate.granted(intent):
             return None
-        if (intent.action, intent.subject) in self.grants:
-            return None
-        return await self.ask(tool.name, intent, decision.reason, call_id)
+        return await self.ask(tool.name, intent, verdict.reason, call_id)
 
     async def ask(
         self,
@@ -553,8 +522,7 @@ class _Loop:
             raise await self.canceled_call(name, call_id, f"{_CANCELED_NOTE} while awaiting permission")
         if resolution.decision == "deny":
             return "TOOL_PERMISSION_DENIED", resolution.note or "operator denied permission"
-        if scope == "run":
-            self.grants.add((intent.action, intent.subject))
+        self.gate.grant(intent)
         return None
 
     async def wait_for_answer(self, request: PermissionRequest) -> tuple[PermissionResolution | str, bool]:
@@ -571,7 +539,7 @@ class _Loop:
             failed = True
         if self.run_signal.aborted:
             return "run canceled while awaiting permission", True
-        resolution = None if failed or not answer else _resolution(answer[0])
+        resolution = None if failed or not answer else resolution_of(answer[0])
         if resolution is None:
             return "permission resolver failed", False
         return resolution, False
@@ -579,9 +547,10 @@ class _Loop:
     async def execute(
         self, tool: Tool[Any], call: ToolCall, arguments: JsonValue, call_id: str, view: Workspace | None
     ) -> tuple[JsonValue, tuple[str, str] | None]:
-        params, problem = _convert(tool, arguments)
-        if problem is not None:
-            return None, ("TOOL_BAD_INPUT", problem)
+        try:
+            params = convert_arguments(tool, arguments)
+        except ToolInputError as bad:
+            return None, ("TOOL_BAD_INPUT", str(bad))
         context = ToolExecutionContext(
             signal=self.run_signal,
             workspace=view,
@@ -636,78 +605,6 @@ def _capture_permission(
         cast("Callable[[ToolPermissionIntent], object]", decide),
         cast("Callable[[PermissionRequest, AbortSignal], object]", resolve) if callable(resolve) else None,
     )
-
-
-def _advertise(tools: Iterable[Tool[Any]]) -> tuple[ToolDefinition, ...] | None:
-    """Every registered tool's definition (the legacy loop filters nothing), or ``None``."""
-    definitions: list[ToolDefinition] = []
-    for tool in tools:
-        schema, _ = normalize_tool_json(tool.input_schema or {"type": "object"})
-        definitions.append(ToolDefinition(tool.name, tool.description, cast("Any", schema)))
-    return tuple(definitions) or None
-
-
-def _convert(tool: Tool[Any], arguments: JsonValue) -> tuple[object, str | None]:
-    try:
-        params = msgspec.convert(thaw_json(arguments), tool.parameters, strict=True)
-        normalize_tool_json(msgspec.to_builtins(params))
-    except Exception as error:
-        return None, _clip(f"invalid input for {tool.name}: {error}")
-    return params, None
-
-
-def _intent(tool: Tool[Any], arguments: JsonValue) -> ToolPermissionIntent | None:
-    """The call's permission intent, or ``None`` when authorization failed."""
-    authorization = tool.authorization
-    if authorization is None:
-        return ToolPermissionIntent(action="tool.call", subject=tool.name, scope="once")
-    params, problem = _convert(tool, arguments)
-    if problem is not None:
-        return None
-    try:
-        intent: object = authorization(params)
-    except Exception:
-        return None
-    if inspect.isawaitable(intent):
-        _close_awaitable(intent)
-        return None
-    if type(intent) is not ToolPermissionIntent:
-        return None
-    valid = (
-        _is_text(intent.action, 1, _MAX_ACTION_CHARS)
-        and (intent.subject is None or _is_text(intent.subject, 0, MAX_REASON_CHARS))
-        and (intent.scope is None or (type(intent.scope) is str and intent.scope in ("once", "run")))
-    )
-    return intent if valid else None
-
-
-def _decide(
-    decide: Callable[[ToolPermissionIntent], object], intent: ToolPermissionIntent
-) -> PermissionDecision | None:
-    try:
-        decision = decide(intent)
-    except Exception:
-        return None
-    if inspect.isawaitable(decision):
-        _close_awaitable(decision)
-        return None
-    if type(decision) is not PermissionDecision:
-        return None
-    try:
-        return PermissionDecision(decision.effect, decision.reason, decision.rule_id)
-    except Exception:
-        return None
-
-
-def _resolution(value: object) -> PermissionResolution | None:
-    if type(value) is str and value in ("allow", "deny"):
-        return PermissionResolution("allow" if value == "allow" else "deny")
-    if type(value) is not PermissionResolution:
-        return None
-    try:
-        return PermissionResolution(value.decision, value.note)
-    except Exception:
-        return None
 
 
 def _response_problem(response: object) -> str | None:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Final, cast
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
+from harness_kernel._gate import ToolDefinitionError, tool_definitions
+from harness_kernel._ids import MAX_ID_CHARS, is_id
+from harness_kernel._ids import now_timestamp as default_now
+from harness_kernel._ids import random_id as default_new_id
 from harness_kernel._json import MAX_SAFE_INTEGER, FrozenDict, has_lone_surrogate
 from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefinition
 from harness_kernel.policy._permission import PermissionController
 from harness_kernel.runtime._errors import InvalidRunInputError
 from harness_kernel.state import InvalidMessageStateError, create_message_state
 from harness_kernel.store._ports import EventStore
-from harness_tools import PureBoundary, Tool, ToolRegistry, WorkspaceBoundary, get_tool_execution_boundary
+from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortSignal, Workspace, bind_workspace
 
 __all__ = [
@@ -32,26 +34,10 @@ __all__ = [
     "default_now",
 ]
 
-MAX_ID_CHARS: Final = 256
 MAX_INPUT_CHARS: Final = 16 * 1_048_576
 MAX_TEXT_CHARS: Final = 16 * 1_048_576
 MAX_CONTEXT_MESSAGES: Final = 10_000
 MAX_TIMEOUT_MS: Final = 2**31 - 1
-
-
-def default_now() -> str:
-    """Now in UTC, ISO 8601 with milliseconds and ``Z``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def default_new_id(prefix: str) -> str:
-    """``f"{prefix}-{uuid4()}"``."""
-    return f"{prefix}-{uuid.uuid4()}"
-
-
-def is_id(value: object) -> bool:
-    """Whether ``value`` is an exact ``str`` of 1..256 code points, not only whitespace."""
-    return type(value) is str and 1 <= len(value) <= MAX_ID_CHARS and bool(value.strip())
 
 
 def check_id(value: object, field: str) -> str:
@@ -197,22 +183,10 @@ def _context(value: object) -> tuple[ChatMessage, ...]:
 
 
 def _advertised(tools: dict[str, Tool[Any]], has_workspace: bool) -> tuple[ToolDefinition, ...] | None:
-    definitions: list[ToolDefinition] = []
-    for tool in tools.values():
-        boundary = get_tool_execution_boundary(tool)
-        if not (type(boundary) is PureBoundary or (type(boundary) is WorkspaceBoundary and has_workspace)):
-            continue
-        schema: object = tool.input_schema if tool.input_schema is not None else {"type": "object"}
-        try:
-            frozen, _ = bounded_json(schema)
-        except BoundedJsonError as error:
-            raise InvalidRunInputError(
-                f"tool {tool.name} input schema is not bounded JSON: {error}"
-            ) from error
-        if type(frozen) is not FrozenDict or type(tool.description) is not str:
-            raise InvalidRunInputError(f"tool {tool.name} definition is invalid")
-        definitions.append(ToolDefinition(name=tool.name, description=tool.description, input_schema=frozen))
-    return tuple(definitions) or None
+    try:
+        return tool_definitions(tools.values(), workspace_injected=has_workspace, profile="runtime")
+    except ToolDefinitionError as error:
+        raise InvalidRunInputError(str(error)) from error
 
 
 def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:

@@ -14,11 +14,18 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from contextlib import contextmanager
 from typing import Any, Final
 
-import msgspec
 import trio
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
-from harness_kernel._json import MAX_SAFE_INTEGER, JsonValue, encode_json, has_lone_surrogate, thaw_json
+from harness_kernel._gate import (
+    ToolGate,
+    ToolInputError,
+    convert_arguments,
+    permission_intent,
+    resolution_of,
+)
+from harness_kernel._ids import is_id
+from harness_kernel._json import MAX_SAFE_INTEGER, JsonValue, encode_json, has_lone_surrogate
 from harness_kernel.events._codec import create_event
 from harness_kernel.events._model import Event, EventType
 from harness_kernel.models._types import (
@@ -34,7 +41,7 @@ from harness_kernel.models._types import (
     Usage,
     UserMessage,
 )
-from harness_kernel.policy._permission import PermissionDecision, PermissionRequest, PermissionResolution
+from harness_kernel.policy._permission import PermissionRequest
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     BudgetMetric,
@@ -45,16 +52,9 @@ from harness_kernel.runtime._errors import (
     RunTerminalError,
     RuntimeBudgetExceededError,
 )
-from harness_kernel.runtime._input import Admitted, is_id
-from harness_tools import PureBoundary, Tool, ToolExecutionContext, ToolPermissionIntent, WorkspaceBoundary
-from harness_tools import get_tool_execution_boundary as boundary_of
-from harness_workspace import (
-    AbortController,
-    AbortSignal,
-    WorkspaceOperationError,
-    move_on_abort,
-    restrict_workspace,
-)
+from harness_kernel.runtime._input import Admitted
+from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent
+from harness_workspace import AbortController, AbortSignal, WorkspaceOperationError, move_on_abort
 
 __all__ = ["Run"]
 
@@ -77,11 +77,6 @@ def _cut(text: str) -> str:
 
 def _pct(used: int, limit: int) -> int:
     return 100 if limit == 0 else (used * 200 + limit) // (2 * limit)
-
-
-def _close_if_coroutine(value: object) -> None:
-    if inspect.iscoroutine(value):
-        value.close()
 
 
 class Run:
@@ -116,7 +111,7 @@ class Run:
         self.tool_calls = 0
         self.usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         self.warned: set[BudgetMetric] = set()
-        self.grants: set[tuple[str, str | None]] = set()
+        self.gate = ToolGate(workspace=admitted.workspace, decide=admitted.decide, profile="runtime")
         self.model_call_ids: set[str] = set()
         self.transcript = 0
         self.agent_id = ""
@@ -775,9 +770,9 @@ class Run:
             observation = (None, ("TOOL_NOT_FOUND", f"unknown tool: {call.name}"))
         else:
             try:
-                params = self._convert(tool, call.arguments)
-            except _BadInput as bad:
-                observation = (None, ("TOOL_BAD_INPUT", _cut(f"invalid input for {call.name}: {bad}")))
+                params = convert_arguments(tool, call.arguments)
+            except ToolInputError as bad:
+                observation = (None, ("TOOL_BAD_INPUT", str(bad)))
             else:
                 async for _ in self._authorize_and_execute(tool, call, call_id, params):
                     yield
@@ -791,94 +786,12 @@ class Run:
     cancel_after_observation = False
     ask_denial: tuple[str, str] | None = None
 
-    @staticmethod
-    def _convert(tool: Tool[Any], arguments: object) -> object:
-        try:
-            params = msgspec.convert(thaw_json(arguments), tool.parameters, strict=True)  # pyright: ignore[reportArgumentType]
-        except Exception as error:
-            raise _BadInput(str(error).splitlines()[0] if str(error) else type(error).__name__) from error
-        try:
-            bounded_json(msgspec.to_builtins(params))
-        except Exception as error:
-            raise _BadInput("converted input is not bounded JSON") from error
-        return params
-
-    def _intent(self, tool: Tool[Any], params: object) -> ToolPermissionIntent | None:
-        if tool.authorization is None:
-            return ToolPermissionIntent(action="tool.call", subject=tool.name, scope="once")
-        try:
-            intent = tool.authorization(params)
-        except Exception:
-            return None
-        _close_if_coroutine(intent)
-        if type(intent) is not ToolPermissionIntent:
-            return None
-        action: object = intent.action
-        subject: object = intent.subject
-        scope: object = intent.scope
-        if type(action) is not str or not 1 <= len(action) <= 256:
-            return None
-        if subject is not None and (type(subject) is not str or len(subject) > MAX_TEXT):
-            return None
-        if scope is not None and scope not in ("once", "run"):
-            return None
-        return intent
-
-    def _decide(
-        self, tool: Tool[Any], intent: ToolPermissionIntent | None
-    ) -> tuple[ToolPermissionIntent, str, str | None, str, str]:
-        """(intent, effect, ruleId, reason, denial code) by the decision table (§8.7)."""
-        a = self.a
-        boundary = boundary_of(tool)
-        if intent is None:
-            default = ToolPermissionIntent(action="tool.call", subject=tool.name, scope="once")
-            return (
-                default,
-                "deny",
-                "runtime.authorization.invalid",
-                "tool authorization failed closed",
-                "TOOL_AUTHORIZATION_FAILED",
-            )
-        if type(boundary) is WorkspaceBoundary and a.workspace is None:
-            reason = f"tool {tool.name} requires an injected workspace capability"
-            return intent, "deny", "runtime.m8.workspace_required", reason, "WORKSPACE_OPERATION_REQUIRED"
-        if type(boundary) is WorkspaceBoundary and a.decide is None:
-            reason = "workspace effects require an injected permission controller"
-            return intent, "deny", "runtime.m8.permission_required", reason, "TOOL_PERMISSION_REQUIRED"
-        if type(boundary) is not WorkspaceBoundary and type(boundary) is not PureBoundary:
-            reason = "only reviewed pure or workspace tools may execute"
-            return intent, "deny", "runtime.m8.reviewed_boundaries_only", reason, "TOOL_NOT_PURE"
-        if a.decide is None:
-            return intent, "allow", "runtime.m7.pure", "reviewed pure tool", ""
-        invalid = (
-            intent,
-            "deny",
-            "runtime.policy.invalid",
-            "policy decision failed closed",
-            "TOOL_AUTHORIZATION_FAILED",
-        )
-        try:
-            decision = a.decide(intent)
-        except Exception:
-            return invalid
-        _close_if_coroutine(decision)
-        if type(decision) is not PermissionDecision:
-            return invalid
-        assert isinstance(decision, PermissionDecision)
-        effect: object = decision.effect
-        reason: object = decision.reason
-        rule_id: object = decision.rule_id
-        if effect not in ("allow", "ask", "deny") or type(reason) is not str or len(reason) > MAX_TEXT:
-            return invalid
-        if rule_id is not None and not is_id(rule_id):
-            return invalid
-        return intent, decision.effect, decision.rule_id, decision.reason, "TOOL_POLICY_DENIED"
-
-    async def _authorize_and_execute(  # noqa: PLR0915
+    async def _authorize_and_execute(
         self, tool: Tool[Any], call: ToolCall, call_id: str, params: object
     ) -> AsyncGenerator[None, None]:
         a = self.a
-        intent, effect, rule_id, reason, denial = self._decide(tool, self._intent(tool, params))
+        verdict = self.gate.judge(tool, permission_intent(tool, params))
+        intent, effect, reason = verdict.intent, verdict.effect, verdict.reason
         decision: dict[str, object] = {}
         if a.task_id is not None:
             decision["taskId"] = a.task_id
@@ -887,14 +800,14 @@ class Run:
         if intent.subject is not None:
             decision["subject"] = intent.subject
         decision |= {"effect": effect, "reason": reason}
-        if rule_id is not None:
-            decision["ruleId"] = rule_id
+        if verdict.rule_id is not None:
+            decision["ruleId"] = verdict.rule_id
         if await self.publish("policy.decision", decision):
             yield
         if effect == "deny":
-            self.observation = (None, (denial, _cut(reason)))
+            self.observation = (None, (verdict.denial, _cut(reason)))
             return
-        if effect == "ask" and (intent.action, intent.subject) not in self.grants:
+        if effect == "ask" and not self.gate.granted(intent):
             self.ask_denial = None
             async for _ in self._ask(intent, call_id, reason):
                 yield
@@ -902,14 +815,10 @@ class Run:
                 self.observation = (None, self.ask_denial)
                 return
         self.check_cancel()
-        execute_params = self._convert(tool, call.arguments)
-        boundary = boundary_of(tool)
-        workspace = None
-        if type(boundary) is WorkspaceBoundary and a.workspace is not None:
-            workspace = restrict_workspace(a.workspace, boundary.capability)
+        execute_params = convert_arguments(tool, call.arguments)
         context = ToolExecutionContext(
             signal=self.controller.signal,
-            workspace=workspace,
+            workspace=self.gate.capability(tool),
             session_id=a.session_id,
             task_id=a.task_id,
             call_id=call_id,
@@ -981,22 +890,14 @@ class Run:
                         answer = await pending
                 except Exception:
                     failed = True
+            resolution = None if failed else resolution_of(answer)
             if self.cancel_requested:
                 canceled = True
                 decision, note = "deny", "run canceled while awaiting permission"
-            elif failed:
+            elif resolution is None:
                 note = "permission resolver failed closed"
-            elif type(answer) is str and answer in ("allow", "deny"):
-                decision, note, actor = answer, None, "operator"
-            elif (
-                type(answer) is PermissionResolution
-                and answer.decision in ("allow", "deny")
-                and (answer.note is None or (type(answer.note) is str and len(answer.note) <= MAX_TEXT))
-            ):
-                assert isinstance(answer, PermissionResolution)
-                decision, note, actor = answer.decision, answer.note, "operator"
             else:
-                note = "permission resolver failed closed"
+                decision, note, actor = resolution.decision, resolution.note, "operator"
         resolved = {**base, "decision": decision}
         if note is not None:
             resolved["note"] = note
@@ -1010,8 +911,7 @@ class Run:
         if decision == "deny":
             self.ask_denial = ("TOOL_PERMISSION_DENIED", note or "operator denied permission")
             return
-        if scope_name == "run":
-            self.grants.add((intent.action, intent.subject))
+        self.gate.grant(intent)
 
     async def _observe(
         self, call: ToolCall, call_id: str, observation: tuple[JsonValue, None] | tuple[None, tuple[str, str]]
@@ -1039,7 +939,3 @@ class Run:
         }
         if await self.publish("message.completed", data, force=force) and not force:
             yield
-
-
-class _BadInput(Exception):
-    """Internal: the arguments do not convert to the tool's parameters."""

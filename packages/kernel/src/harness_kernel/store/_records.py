@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Final, Literal, TypeAlias
 
 import msgspec
 
 from harness_kernel._errors import HarnessError
+from harness_kernel._ids import format_timestamp as format_time
 from harness_kernel._json import (
     MAX_SAFE_INTEGER,
     FrozenDict,
@@ -179,12 +179,6 @@ def check_timestamp(value: object, name: str) -> str:
     if type(value) is not str or not 1 <= len(value) <= ID_MAX_CHARS:
         raise SessionStoreError(SESS_INVALID_RECORD, f"{name} must be a timestamp string")
     return value
-
-
-def format_time(moment: datetime) -> str:
-    """``moment`` in UTC as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (a naive time is taken as UTC)."""
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def frozen_json_text(value: object, name: str, *, object_only: bool) -> tuple[JsonValue, str]:

@@ -1,0 +1,308 @@
+"""The one tool gate: convert → intent → policy → permission → restricted capability.
+
+Both loops (``MinimalAgentRuntime``, kernel.md §8.6 to §8.7, and ``run_agent``, §9) ask this
+module every question about a tool call and only publish the answers as their own events:
+how the arguments convert, what the call intends, what the admission table
+(``harness_tools`` ``call_rule``) and the permission controller decide, whether an operator's
+answer is valid, and which workspace view the tool receives. The loops keep what differs by
+design: their event shapes, their acknowledgement and cancellation mechanics, and the few
+texts their specifications fix differently (``profile``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final, Literal, cast
+
+import msgspec
+
+from harness_kernel._bounded import BoundedJsonError, bounded_json
+from harness_kernel._ids import is_id
+from harness_kernel._json import FrozenDict, JsonValue, has_lone_surrogate, thaw_json
+from harness_kernel.models._types import ToolDefinition
+from harness_kernel.policy._permission import MAX_REASON_CHARS, PermissionDecision, PermissionResolution
+from harness_tools import (
+    AdmissionProfile,
+    CallRule,
+    Tool,
+    ToolPermissionIntent,
+    WorkspaceBoundary,
+    call_rule,
+    is_advertised,
+)
+from harness_tools import get_tool_execution_boundary as boundary_of
+from harness_workspace import Workspace, restrict_workspace
+
+__all__ = [
+    "DecideCallable",
+    "Effect",
+    "ToolDefinitionError",
+    "ToolGate",
+    "ToolInputError",
+    "Verdict",
+    "close_coroutine",
+    "convert_arguments",
+    "default_intent",
+    "permission_intent",
+    "resolution_of",
+    "tool_definitions",
+]
+
+Effect = Literal["allow", "ask", "deny"]
+DecideCallable = Any
+"""A permission controller's ``decide``: any callable; its answer is validated here."""
+
+_MAX_ACTION_CHARS: Final = 256
+_RULE_PREFIX: Final[dict[AdmissionProfile, str]] = {"runtime": "runtime", "legacy": "kernel"}
+
+
+def close_coroutine(value: object) -> None:
+    """Close ``value`` if it is a coroutine nobody will await (so it never warns unawaited)."""
+    if inspect.iscoroutine(value):
+        value.close()
+
+
+def _cut(text: str) -> str:
+    return text[:MAX_REASON_CHARS]
+
+
+class ToolDefinitionError(ValueError):
+    """A tool's definition cannot be advertised: its input schema is not a bounded JSON object."""
+
+
+def tool_definitions(
+    tools: Iterable[Tool[Any]], *, workspace_injected: bool, profile: AdmissionProfile
+) -> tuple[ToolDefinition, ...] | None:
+    """The definitions a model is shown, in registry order (``None`` when there are none).
+
+    Which tools are shown is the admission table's answer (``is_advertised``); each schema
+    is bounded JSON, deep-frozen (kernel.md §8.3).
+
+    Raises:
+        ToolDefinitionError: a shown tool's schema is not a bounded JSON object, or its
+            description is not a str.
+    """
+    definitions: list[ToolDefinition] = []
+    for tool in tools:
+        if not is_advertised(tool, workspace_injected=workspace_injected, profile=profile):
+            continue
+        schema: object = tool.input_schema if tool.input_schema is not None else {"type": "object"}
+        try:
+            frozen, _ = bounded_json(schema)
+        except BoundedJsonError as error:
+            raise ToolDefinitionError(
+                f"tool {tool.name} input schema is not bounded JSON: {error}"
+            ) from error
+        if type(frozen) is not FrozenDict or type(tool.description) is not str:
+            raise ToolDefinitionError(f"tool {tool.name} definition is invalid")
+        definitions.append(ToolDefinition(name=tool.name, description=tool.description, input_schema=frozen))
+    return tuple(definitions) or None
+
+
+class ToolInputError(Exception):
+    """The arguments do not convert to the tool's parameters; the message is the observation's."""
+
+
+def convert_arguments(tool: Tool[Any], arguments: object) -> object:
+    """The tool's parameters from a plain copy of ``arguments``, converted strictly.
+
+    Authorization and execution each take their own conversion (kernel.md §8.6 step 4), so
+    neither can alter what the other sees.
+
+    Raises:
+        ToolInputError: ``invalid input for NAME: <first problem>`` (at most 4,096 characters),
+            when conversion fails or the converted value is not bounded JSON.
+    """
+    try:
+        params = msgspec.convert(thaw_json(cast(JsonValue, arguments)), tool.parameters, strict=True)
+    except Exception as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ToolInputError(_cut(f"invalid input for {tool.name}: {first}")) from error
+    try:
+        bounded_json(msgspec.to_builtins(params))
+    except Exception as error:
+        message = f"invalid input for {tool.name}: converted input is not bounded JSON"
+        raise ToolInputError(message) from error
+    return params
+
+
+def default_intent(tool: Tool[Any]) -> ToolPermissionIntent:
+    """The intent of a tool without an authorization: ``tool.call`` on its name, once."""
+    return ToolPermissionIntent(action="tool.call", subject=tool.name, scope="once")
+
+
+def _valid_text(value: object, low: int, high: int) -> bool:
+    return type(value) is str and low <= len(value) <= high and not has_lone_surrogate(value)
+
+
+def permission_intent(tool: Tool[Any], params: object) -> ToolPermissionIntent | None:
+    """What the call would do: ``tool.authorization(params)``, checked; ``None`` when it failed closed.
+
+    It must return, synchronously, an exact ``ToolPermissionIntent`` whose action is 1..256
+    characters, whose subject is ``None`` or at most 4,096, and whose scope is ``None``,
+    ``once`` or ``run``; raising, returning an awaitable or anything else fails closed.
+    """
+    if tool.authorization is None:
+        return default_intent(tool)
+    try:
+        intent: object = tool.authorization(params)
+    except Exception:
+        return None
+    close_coroutine(intent)
+    if type(intent) is not ToolPermissionIntent:
+        return None
+    assert isinstance(intent, ToolPermissionIntent)
+    subject: object = intent.subject
+    scope: object = intent.scope
+    if not _valid_text(intent.action, 1, _MAX_ACTION_CHARS):
+        return None
+    if subject is not None and not _valid_text(subject, 0, MAX_REASON_CHARS):
+        return None
+    if scope is not None and scope not in ("once", "run"):
+        return None
+    return intent
+
+
+def resolution_of(answer: object) -> PermissionResolution | None:
+    """An operator's valid answer as a resolution, or ``None`` (the request then fails closed).
+
+    Valid: ``"allow"``, ``"deny"``, or an exact ``PermissionResolution`` whose decision is one
+    of them and whose note is ``None`` or a str of at most 4,096 characters.
+    """
+    if type(answer) is str and answer in ("allow", "deny"):
+        return PermissionResolution("allow" if answer == "allow" else "deny")
+    if type(answer) is not PermissionResolution:
+        return None
+    assert isinstance(answer, PermissionResolution)
+    note: object = answer.note
+    if answer.decision not in ("allow", "deny") or (
+        note is not None and not _valid_text(note, 0, MAX_REASON_CHARS)
+    ):
+        return None
+    return PermissionResolution(answer.decision, answer.note)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The gate's decision on one call, before any operator is asked.
+
+    Attributes:
+        intent: The intent judged (the default one when the tool's authorization failed).
+        effect: ``allow``, ``ask`` or ``deny``.
+        rule_id: The rule that decided, or ``None``.
+        reason: Why, for people (at most 4,096 characters).
+        denial: The observation's error code when ``effect`` is ``deny``.
+        policed: Whether a rule judged the call at all; ``False`` for an unpoliced pure call
+            (no controller), which the legacy loop publishes no ``policy.decision`` for.
+        failed_closed: The tool's authorization or the controller's decision failed.
+    """
+
+    intent: ToolPermissionIntent
+    effect: Effect
+    rule_id: str | None
+    reason: str
+    denial: str = ""
+    policed: bool = True
+    failed_closed: bool = False
+
+
+class ToolGate:
+    """The gate of one run: its workspace, its permission controller and its run-scoped grants.
+
+    Args:
+        workspace: The bound workspace of the run, or ``None``.
+        decide: The controller's ``decide``, or ``None`` without a controller.
+        profile: ``runtime`` for ``MinimalAgentRuntime``, ``legacy`` for ``run_agent``: it
+            prefixes rule ids (``runtime.`` / ``kernel.``) and selects the admission table's
+            legacy column.
+    """
+
+    def __init__(
+        self, *, workspace: Workspace | None, decide: DecideCallable | None, profile: AdmissionProfile
+    ) -> None:
+        self._workspace = workspace
+        self._decide = decide
+        self.profile: Final = profile
+        self._prefix = _RULE_PREFIX[profile]
+        self._grants: set[tuple[str, str | None]] = set()
+
+    def _rule(self, name: str) -> str:
+        return f"{self._prefix}.{name}"
+
+    def _call_rule(self, tool: Tool[Any]) -> CallRule:
+        return call_rule(
+            tool,
+            workspace_injected=self._workspace is not None,
+            controller=self._decide is not None,
+            profile=self.profile,
+        )
+
+    def judged(self, tool: Tool[Any]) -> bool:
+        """Whether a call of ``tool`` gets a ``policy.decision`` at all: the table refuses it
+        or a controller decides it (an unpoliced pure call gets none in the legacy loop)."""
+        rule = self._call_rule(tool)
+        return rule.policed or rule.refusal is not None
+
+    def judge(self, tool: Tool[Any], intent: ToolPermissionIntent | None) -> Verdict:
+        """The decision table (kernel.md §8.7): the first matching row decides."""
+        if intent is None:
+            reason = "tool authorization failed closed"
+            return Verdict(
+                default_intent(tool),
+                "deny",
+                self._rule("authorization.invalid"),
+                reason,
+                "TOOL_AUTHORIZATION_FAILED",
+                failed_closed=True,
+            )
+        rule = self._call_rule(tool)
+        if rule.refusal is not None:
+            name, reason, code = rule.refusal
+            return Verdict(intent, "deny", self._rule(name), reason, code)
+        if not rule.policed:
+            return Verdict(intent, "allow", self._rule("m7.pure"), "reviewed pure tool", policed=False)
+        return self._decided(intent)
+
+    def _decided(self, intent: ToolPermissionIntent) -> Verdict:
+        invalid = Verdict(
+            intent,
+            "deny",
+            self._rule("policy.invalid"),
+            "policy decision failed closed",
+            "TOOL_AUTHORIZATION_FAILED",
+            failed_closed=True,
+        )
+        try:
+            decision: object = self._decide(intent)  # pyright: ignore[reportOptionalCall]
+        except Exception:
+            return invalid
+        close_coroutine(decision)
+        if type(decision) is not PermissionDecision:
+            return invalid
+        assert isinstance(decision, PermissionDecision)
+        effect: object = decision.effect
+        reason: object = decision.reason
+        rule_id: object = decision.rule_id
+        if effect not in ("allow", "ask", "deny") or not _valid_text(reason, 0, MAX_REASON_CHARS):
+            return invalid
+        if rule_id is not None and not is_id(rule_id):
+            return invalid
+        return Verdict(intent, decision.effect, decision.rule_id, decision.reason, "TOOL_POLICY_DENIED")
+
+    def granted(self, intent: ToolPermissionIntent) -> bool:
+        """Whether an earlier ``run``-scoped allow covers this intent (no operator is asked)."""
+        return (intent.action, intent.subject) in self._grants
+
+    def grant(self, intent: ToolPermissionIntent) -> None:
+        """Remember an operator's allow for the rest of the run, when its scope is ``run``."""
+        if intent.scope == "run":
+            self._grants.add((intent.action, intent.subject))
+
+    def capability(self, tool: Tool[Any]) -> Workspace | None:
+        """The view a tool executes with: one operation for a workspace tool, else nothing."""
+        boundary = boundary_of(tool)
+        if type(boundary) is WorkspaceBoundary and self._workspace is not None:
+            return restrict_workspace(self._workspace, boundary.capability)
+        return None

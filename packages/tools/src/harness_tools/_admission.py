@@ -1,0 +1,154 @@
+"""The one boundary admission table: what a host may do with a tool, by its reviewed boundary.
+
+Every host consults this table and no other: the runtime (what it advertises, and rows 1-4 of
+its decision table, kernel.md §8.3 and §8.7), the legacy ``run_agent`` (kernel.md §9), and the
+agent server at ``session/new`` (agent-server.md §5.2).
+
+- **pure**: always advertised; a call without a permission controller runs unpoliced, with
+  one the controller decides; a server admits it.
+- **workspace**: advertised when a workspace is injected; a call is refused without one
+  (``workspace_required``) or without a controller (``permission_required``), else the
+  controller decides; a server admits it only with a workspace adapter whose root is the
+  boundary's root.
+- **sandbox**: never advertised, every call refused (``reviewed_boundaries_only``), never
+  admitted: no host runs sandbox-bound tools yet.
+- **unreviewed** (no boundary): as sandbox.
+
+``run_agent`` keeps one difference, for compatibility with its M7 callers (``profile="legacy"``):
+it advertises every tool, and an unreviewed tool (one made by ``create_tool`` without a
+boundary) runs like a pure one, unpoliced without a controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from harness_tools._boundaries import (
+    PureBoundary,
+    SandboxBoundary,
+    ToolExecutionBoundary,
+    WorkspaceBoundary,
+    get_tool_execution_boundary,
+)
+from harness_tools._model import Tool
+
+__all__ = [
+    "WORKSPACE_ADAPTER_REQUIRED",
+    "AdmissionProfile",
+    "CallRule",
+    "ToolKind",
+    "admission_refusal",
+    "call_rule",
+    "is_advertised",
+    "tool_kind",
+]
+
+ToolKind = Literal["pure", "workspace", "sandbox", "unreviewed"]
+"""A tool's class in the admission table, from its reviewed boundary (or the lack of one)."""
+
+AdmissionProfile = Literal["runtime", "legacy"]
+"""``runtime`` for every host but ``run_agent``, which keeps its M7 treatment of unreviewed tools."""
+
+_REVIEWED_ONLY: Final = "only reviewed pure or workspace tools may execute"
+WORKSPACE_ADAPTER_REQUIRED: Final = (
+    "an operational Workspace adapter is required; agent-server wiring arrives in M9"
+)
+"""The server's refusal of a workspace tool without an adapter, word for word since M8."""
+
+
+def tool_kind(tool: Tool[Any]) -> ToolKind:
+    """The admission-table class of ``tool``, read from its boundary by identity."""
+    return _kind_of(get_tool_execution_boundary(tool))
+
+
+def _kind_of(boundary: ToolExecutionBoundary | None) -> ToolKind:
+    if type(boundary) is PureBoundary:
+        return "pure"
+    if type(boundary) is WorkspaceBoundary:
+        return "workspace"
+    if type(boundary) is SandboxBoundary:
+        return "sandbox"
+    return "unreviewed"
+
+
+def _runs_like_pure(kind: ToolKind, profile: AdmissionProfile) -> bool:
+    return kind == "pure" or (kind == "unreviewed" and profile == "legacy")
+
+
+def is_advertised(
+    tool: Tool[Any], *, workspace_injected: bool, profile: AdmissionProfile = "runtime"
+) -> bool:
+    """Whether the model is shown ``tool``'s definition (a model may still name any tool)."""
+    if profile == "legacy":
+        return True
+    kind = tool_kind(tool)
+    return kind == "pure" or (kind == "workspace" and workspace_injected)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRule:
+    """How one call of a tool is treated before any policy is asked.
+
+    Attributes:
+        refusal: ``None``, or ``(rule, reason, code)`` for a call denied by the table itself:
+            ``rule`` is the rule id's last part (hosts prefix it, ``runtime.`` or ``kernel.``),
+            ``code`` the observation's error code.
+        policed: Whether the permission controller decides (``False``: the call runs without
+            one; only pure tools, and unreviewed ones under ``legacy``).
+    """
+
+    refusal: tuple[str, str, str] | None
+    policed: bool
+
+
+def call_rule(
+    tool: Tool[Any], *, workspace_injected: bool, controller: bool, profile: AdmissionProfile = "runtime"
+) -> CallRule:
+    """Rows 1-4 of the decision table (kernel.md §8.7) for ``tool`` in this host configuration."""
+    kind = tool_kind(tool)
+    if kind == "workspace":
+        if not workspace_injected:
+            reason = f"tool {tool.name} requires an injected workspace capability"
+            return CallRule(("m8.workspace_required", reason, "WORKSPACE_OPERATION_REQUIRED"), policed=False)
+        if not controller:
+            reason = "workspace effects require an injected permission controller"
+            return CallRule(("m8.permission_required", reason, "TOOL_PERMISSION_REQUIRED"), policed=False)
+        return CallRule(None, policed=True)
+    if not _runs_like_pure(kind, profile):
+        return CallRule(("m8.reviewed_boundaries_only", _REVIEWED_ONLY, "TOOL_NOT_PURE"), policed=False)
+    return CallRule(None, policed=controller)
+
+
+def admission_refusal(
+    tool: Tool[Any], *, session_root: str | None, resolve_root: Callable[[str], str | None]
+) -> str | None:
+    """Why a server may not offer ``tool`` in a session, or ``None`` when it may.
+
+    Args:
+        tool: The offered tool.
+        session_root: The resolved root of the session's operational workspace adapter, or
+            ``None`` without one.
+        resolve_root: The host's resolution of a boundary root (``None`` when it does not
+            exist); a workspace tool is admitted only when its root resolves to ``session_root``.
+
+    Returns:
+        ``None``, or the reason, as the server's refusal message states it (agent-server.md
+        §5.2 keeps the M8 wording for a missing adapter).
+    """
+    boundary = get_tool_execution_boundary(tool)
+    kind = _kind_of(boundary)
+    if kind == "pure":
+        return None
+    if kind == "workspace":
+        assert type(boundary) is WorkspaceBoundary
+        if session_root is None:
+            return WORKSPACE_ADAPTER_REQUIRED
+        resolved = resolve_root(boundary.root)
+        if resolved is None:
+            return "workspace boundary does not exist"
+        return None if resolved == session_root else "workspace boundary does not match this session"
+    if kind == "sandbox":
+        return "sandbox-bound tools need a sandbox host, which this server does not have"
+    return "no reviewed execution boundary"

@@ -1,0 +1,126 @@
+"""The one boundary admission table: every host configuration, every kind, both profiles."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import msgspec
+import pytest
+
+from harness_tools import (
+    WORKSPACE_ADAPTER_REQUIRED,
+    CallRule,
+    PureBoundary,
+    SandboxBoundary,
+    Tool,
+    WorkspaceBoundary,
+    admission_refusal,
+    call_rule,
+    create_bounded_tool,
+    create_tool,
+    is_advertised,
+    tool_kind,
+)
+
+
+class _Nothing(msgspec.Struct, frozen=True):
+    pass
+
+
+async def _nothing(params: _Nothing, context: object = None) -> dict[str, object]:
+    return {}
+
+
+def _tool(kind: str) -> Tool[Any]:
+    bare = create_tool(name=f"{kind}-tool", description="d", parameters=_Nothing, execute=_nothing)
+    boundaries: dict[str, object] = {
+        "pure": PureBoundary(),
+        "workspace": WorkspaceBoundary(capability="read_file", root="/srv/ws"),
+        "sandbox": SandboxBoundary(root="/srv/ws"),
+    }
+    return create_bounded_tool(bare, boundaries[kind]) if kind in boundaries else bare
+
+
+KINDS = ("pure", "workspace", "sandbox", "unreviewed")
+WORKSPACE_REQUIRED = (
+    "m8.workspace_required",
+    "tool workspace-tool requires an injected workspace capability",
+)
+REVIEWED_ONLY = (
+    "m8.reviewed_boundaries_only",
+    "only reviewed pure or workspace tools may execute",
+    "TOOL_NOT_PURE",
+)
+
+
+def _expected(kind: str, workspace: bool, controller: bool, profile: str) -> CallRule:
+    """The table as the docstring states it, written out independently."""
+    if kind == "workspace":
+        if not workspace:
+            return CallRule((*WORKSPACE_REQUIRED, "WORKSPACE_OPERATION_REQUIRED"), policed=False)
+        if not controller:
+            reason = "workspace effects require an injected permission controller"
+            return CallRule(("m8.permission_required", reason, "TOOL_PERMISSION_REQUIRED"), policed=False)
+        return CallRule(None, policed=True)
+    if kind == "pure" or (kind == "unreviewed" and profile == "legacy"):
+        return CallRule(None, policed=controller)
+    return CallRule(REVIEWED_ONLY, policed=False)
+
+
+@pytest.mark.parametrize(
+    ("kind", "workspace", "controller", "profile"),
+    list(itertools.product(KINDS, (False, True), (False, True), ("runtime", "legacy"))),
+)
+def test_every_cell_of_the_call_table(kind: str, workspace: bool, controller: bool, profile: str) -> None:
+    tool = _tool(kind)
+    assert tool_kind(tool) == kind
+    rule = call_rule(tool, workspace_injected=workspace, controller=controller, profile=profile)  # pyright: ignore[reportArgumentType]
+    assert rule == _expected(kind, workspace, controller, profile)
+    # A call runs only when the table refuses nothing; a workspace effect never runs unpoliced.
+    if kind == "workspace" and rule.refusal is None:
+        assert rule.policed
+
+
+@pytest.mark.parametrize(("kind", "workspace"), list(itertools.product(KINDS, (False, True))))
+def test_the_runtime_advertises_pure_tools_and_workspace_tools_with_a_workspace(
+    kind: str, workspace: bool
+) -> None:
+    tool = _tool(kind)
+    shown = is_advertised(tool, workspace_injected=workspace)
+    assert shown == (kind == "pure" or (kind == "workspace" and workspace))
+    # The legacy loop shows every registered tool (M7 compatibility).
+    assert is_advertised(tool, workspace_injected=workspace, profile="legacy")
+
+
+def test_the_server_admits_pure_tools_and_workspace_tools_rooted_at_its_adapter() -> None:
+    roots = {"/srv/ws": "/real/ws", "/srv/other": "/real/other"}
+
+    def resolve(root: str) -> str | None:
+        return roots.get(root)
+
+    def refusal(tool: Tool[Any], session_root: str | None) -> str | None:
+        return admission_refusal(tool, session_root=session_root, resolve_root=resolve)
+
+    assert refusal(_tool("pure"), None) is None
+    assert refusal(_tool("workspace"), None) == WORKSPACE_ADAPTER_REQUIRED
+    assert refusal(_tool("workspace"), "/real/ws") is None
+    assert refusal(_tool("workspace"), "/real/other") == "workspace boundary does not match this session"
+    gone = create_bounded_tool(
+        create_tool(name="gone", description="d", parameters=_Nothing, execute=_nothing),
+        WorkspaceBoundary(capability="read_file", root="/srv/gone"),
+    )
+    assert refusal(gone, "/real/ws") == "workspace boundary does not exist"
+    for session_root in (None, "/real/ws"):
+        assert refusal(_tool("sandbox"), session_root) == (
+            "sandbox-bound tools need a sandbox host, which this server does not have"
+        )
+        assert refusal(_tool("unreviewed"), session_root) == "no reviewed execution boundary"
+
+
+def test_a_copy_of_a_bounded_tool_is_unreviewed() -> None:
+    """The boundary binds to the tool's identity: an equal-looking copy has none."""
+    tool = _tool("pure")
+    copy = msgspec.structs.replace(tool)
+    assert tool_kind(copy) == "unreviewed"
+    assert call_rule(copy, workspace_injected=True, controller=True).refusal == REVIEWED_ONLY
