@@ -82,7 +82,7 @@ def _build_next(repo: Path, work: Path, workspace: Distribution, lines: Contract
     contract = "WORKSPACE_CONTRACT_VERSION: Final = "
     _replace_line(copy / _VERSION_MODULE, f'{contract}"{lines.current}"', f'{contract}"{lines.next}"', what)
     out = work / "dist-next"
-    run(uv("build", "--wheel", "--out-dir", out, "--quiet", copy))
+    run(uv("build", "--wheel", "--out-dir", out, "--quiet", copy), cwd=repo)
     return out / f"{workspace.module}-{lines.next_version}-py3-none-any.whl"
 
 
