@@ -1,0 +1,80 @@
+"""Levels of concurrent sessions: the load that the levels and mixed phases run."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+from agent_server.client import connect
+
+from ._clients import replay_all
+from ._measure import percentile
+
+PERMISSION_EVERY: Final = 8
+
+
+@dataclass
+class LevelResult:
+    """One level: its session count, the prompt round trips, failures and duration."""
+
+    sessions: int
+    latencies: list[float]
+    failures: list[str]
+    seconds: float
+    timed_out: bool
+
+
+async def one_session(url: str, index: int, latencies: list[float], failures: list[str]) -> None:
+    """Connect, create a session and run a short prompt; check its ``seq`` and its restore."""
+    model = "tool" if index % PERMISSION_EVERY == 0 else "plain"
+    try:
+        async with connect(url) as client:
+            await client.initialize()
+            created = await client.request("session/new", {"workspace": "ws", "model": model})
+            session_id = created["sessionId"]
+            started = time.perf_counter()
+            result, notes = await client.prompt(session_id, "go")
+            latencies.append(time.perf_counter() - started)
+            streamed = [note["params"] for note in notes]
+            seqs = [note["seq"] for note in streamed]
+            if result["status"] != "completed" or seqs != list(range(len(seqs))):
+                failures.append(f"session {index}: {result['status']}, seq {seqs}")
+                return
+            asked = any(note["event"]["type"] == "permission.requested" for note in streamed)
+            if asked != (model == "tool"):
+                failures.append(f"session {index}: permission round trip {asked}, model {model}")
+            if await replay_all(client, session_id) != streamed:
+                failures.append(f"session {index}: restore from -1 differs from the streamed events")
+    except Exception as error:
+        failures.append(f"session {index}: {error!r}")
+
+
+async def run_level(url: str, count: int, seconds: float) -> LevelResult:
+    """``count`` sessions at once, bounded by ``seconds``."""
+    latencies: list[float] = []
+    failures: list[str] = []
+    started = time.perf_counter()
+    with trio.move_on_after(seconds) as scope:
+        async with trio.open_nursery() as nursery:
+            for index in range(count):
+                nursery.start_soon(one_session, url, index, latencies, failures)
+    return LevelResult(count, latencies, failures, time.perf_counter() - started, scope.cancelled_caught)
+
+
+def print_level(name: str, level: LevelResult) -> None:
+    """One line of figures for a level, then its first failures."""
+    rate = len(level.latencies) / level.seconds if level.seconds else 0.0
+    print(
+        f"  {name}: {level.sessions} sessions, {len(level.latencies)} completed,"
+        f" {len(level.failures)} failures,"
+        f" {level.seconds:.2f} s, {rate:.1f} sessions/s,"
+        f" p50 {statistics.median(level.latencies) * 1000 if level.latencies else float('nan'):.1f} ms,"
+        f" p99 {percentile(level.latencies, 0.99) * 1000:.1f} ms",
+        flush=True,
+    )
+    for failure in level.failures[:5]:
+        print(f"    {failure}")
