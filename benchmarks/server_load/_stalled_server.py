@@ -7,15 +7,16 @@ import json
 import os
 import sys
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
 import trio
 
 from agent_server import ServerConfig, ServerHandle, serve
-from harness_kernel.events import create_event
-from harness_kernel.legacy import RunCanceledError, RunOptions, RunResult
+from harness_kernel.models import ModelEvent, ModelRequest, TextDeltaFrame
+from harness_kernel.runtime import MinimalAgentRuntime, RunInput, RunStream
 from harness_kernel.store import SqliteSessionStore
 
 STALL_MESSAGE_BYTES: Final = 262_144
@@ -27,41 +28,42 @@ _OURS: Final = ("agent_server", "harness_kernel", "wsproto", "h11", "server_load
 
 
 class DeltaFlood:
-    """The ``run`` seam of the stalled phase's server subprocess.
+    """The model of one run of the stalled phase's server subprocess.
 
-    Every run, stalled and control alike, streams ``STALL_EVENTS`` ``message.delta`` events of
-    ``STALL_DELTA_BYTES`` each, then waits for its abort; it keeps nothing of what it emitted.
-    A stalled run stops early: its ``on_event`` waits for outbound room until the 1013 close
-    drops the frame. Each run reports ``{"aborted": session id, "emitted": n}`` when it sees
-    its abort.
+    Every run, stalled and control alike, streams ``STALL_EVENTS`` text deltas of
+    ``STALL_DELTA_BYTES`` each, then waits to be cancelled; it keeps nothing of what it
+    emitted. A stalled run stops early: the runtime pulls the next delta only after the
+    previous event was sent, and that send waits for outbound room until the 1013 close drops
+    the frame. Each run reports ``{"aborted": session id, "emitted": n}`` when it is cancelled.
     """
 
-    def __init__(self, report: Callable[[dict[str, object]], None]) -> None:
+    def __init__(self, session_id: str, report: Callable[[dict[str, object]], None]) -> None:
+        self._session_id = session_id
         self._report = report
 
-    async def __call__(self, options: RunOptions) -> RunResult:
-        """Stream the events, then wait for the abort."""
-        assert options.on_event is not None
-        assert options.signal is not None
-        session_id = options.session_id or "?"
-        ids = {"runId": "run-1", "sessionId": session_id, "turnId": "turn-1", "requestId": "req-1"}
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream the deltas, then wait for the cancellation."""
         emitted = 0
-        while emitted < STALL_EVENTS and not options.signal.aborted:
-            data: dict[str, object] = {
-                **ids,
-                "messageId": "msg-1",
-                "role": "assistant",
-                "sequence": emitted,
-                "delta": "x" * STALL_DELTA_BYTES,
-            }
-            self._report({"emitting": session_id, "n": emitted})
-            try:
-                await options.on_event(create_event("message.delta", data))
-            finally:
+        try:
+            while emitted < STALL_EVENTS:
+                self._report({"emitting": self._session_id, "n": emitted})
                 emitted += 1
-        await options.signal.wait()
-        self._report({"aborted": session_id, "emitted": emitted})
-        raise RunCanceledError
+                yield TextDeltaFrame("x" * STALL_DELTA_BYTES)
+            await trio.sleep_forever()
+        finally:
+            self._report({"aborted": self._session_id, "emitted": emitted})
+
+
+class FloodRuntime(MinimalAgentRuntime):
+    """The ``runtime`` seam: each run's model is a :class:`DeltaFlood` that knows its session."""
+
+    def __init__(self, report: Callable[[dict[str, object]], None]) -> None:
+        super().__init__()
+        self._report = report
+
+    def run(self, input: RunInput) -> RunStream:
+        """Run ``input`` with a flooding model."""
+        return super().run(replace(input, model_adapter=DeltaFlood(input.session_id, self._report)))
 
 
 def malloc_trim() -> bool:
@@ -115,7 +117,7 @@ async def serve_stalled(db: Path, root: Path, trace: bool) -> None:
             port=0,
             workspace_root=str(root),
             session_store=store,
-            run=DeltaFlood(_report),
+            runtime=lambda: FloodRuntime(_report),
             max_message_bytes=STALL_MESSAGE_BYTES,
         )
         async with trio.open_nursery() as nursery:

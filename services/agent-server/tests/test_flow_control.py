@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -10,45 +11,43 @@ import trio
 from wsproto.events import CloseConnection, Ping, Pong, TextMessage
 
 from agent_server.client import AcpClient, initialize_params
-from harness_kernel.events import create_event
-from harness_kernel.legacy import RunCanceledError, RunOptions, RunResult
-from harness_kernel.models import Usage
+from harness_kernel.models import (
+    CompletionResponse,
+    ModelEvent,
+    ModelRequest,
+    ResponseCompletedFrame,
+    TextDeltaFrame,
+    Usage,
+    UserMessage,
+)
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
     from conftest import ServerFactory
 
-# 16 KiB messages give the smallest outbound cap, 64 KiB; 200 events of 4 KiB are 12 times that.
+# 16 KiB messages give the smallest outbound cap, 64 KiB. 900 deltas of 14 characters are
+# about 5 times that on the wire (each notification carries its ids), while the answer they
+# add up to, which ``message.completed`` carries whole, still fits in one 16 KiB message.
 SMALL_MESSAGES = 16_384
-BURST_EVENTS = 200
-DELTA_BYTES = 4096
+BURST_EVENTS = 900
+DELTA_CHARS = 14
 
 
 class BurstRun:
-    """A ``run`` seam: "burst" emits ``BURST_EVENTS`` 4 KiB deltas at once; "wait" waits for the abort."""
+    """A model factory: "burst" streams ``BURST_EVENTS`` small deltas at once; "wait" waits forever."""
 
-    def __init__(self) -> None:
-        self.aborted = trio.Event()
+    def __call__(self) -> BurstRun:
+        return self
 
-    async def __call__(self, options: RunOptions) -> RunResult:
-        assert options.on_event is not None
-        assert options.signal is not None
-        if options.goal == "wait":
-            await options.signal.wait()
-            self.aborted.set()
-            raise RunCanceledError
-        ids = {"runId": "run-1", "sessionId": options.session_id, "turnId": "turn-1", "requestId": "req-1"}
-        for sequence in range(BURST_EVENTS):
-            data: dict[str, object] = {
-                **ids,
-                "messageId": "msg-1",
-                "role": "assistant",
-                "sequence": sequence,
-                "delta": f"{sequence:08d}" + "x" * (DELTA_BYTES - 8),
-            }
-            await options.on_event(create_event("message.delta", data, at="2026-01-01T00:00:00.000Z"))
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        last = request.messages[-1]
+        if isinstance(last, UserMessage) and last.content == "wait":
+            await trio.sleep_forever()
+        deltas = [f"{sequence:08d}" + "x" * (DELTA_CHARS - 8) for sequence in range(BURST_EVENTS)]
+        for delta in deltas:
+            yield TextDeltaFrame(delta)
         usage = Usage(prompt_tokens=1, completion_tokens=1, total_tokens=2)
-        return RunResult(status="completed", text="done", usage=usage, steps=1, tool_calls=0, events=())
+        yield ResponseCompletedFrame(CompletionResponse("resp-1", "".join(deltas), (), usage, "stop"))
 
 
 async def _burst_session(client: AcpClient) -> tuple[str, list[dict[str, object]]]:
@@ -61,13 +60,18 @@ async def _burst_session(client: AcpClient) -> tuple[str, list[dict[str, object]
 
 
 def _deltas(params: list[dict[str, object]]) -> list[int]:
-    return [note["event"]["data"]["sequence"] for note in params]  # type: ignore[index]
+    """The ``sequence`` of every ``message.delta`` among ``params``, in stream order."""
+    return [
+        note["event"]["data"]["sequence"]  # type: ignore[index]
+        for note in params
+        if note["event"]["type"] == "message.delta"  # type: ignore[index]
+    ]
 
 
 async def test_a_restore_page_larger_than_the_outbound_cap_reaches_a_client_that_reads_normally(
     running: ServerFactory,
 ) -> None:
-    options = {"run": BurstRun(), "max_message_bytes": SMALL_MESSAGES}
+    options = {"models": {"fake-model/v1": BurstRun()}, "max_message_bytes": SMALL_MESSAGES}
     async with running(**options) as handle:
         async with handle.connect() as writer:
             session_id, streamed = await _burst_session(writer)
@@ -78,10 +82,10 @@ async def test_a_restore_page_larger_than_the_outbound_cap_reaches_a_client_that
             replay = await reader.request("session/restore", params)
             replayed = [note["params"] for note in reader.drain_notifications()]
             # The connection stays usable after the page: it was not closed for backpressure.
-            tail = {"sessionId": session_id, "afterSeq": BURST_EVENTS - 1}
+            tail = {"sessionId": session_id, "afterSeq": len(streamed) - 1}
             assert (await reader.request("session/restore", tail))["replayedEvents"] == 0
         assert replay["status"] == "completed"
-        assert replay["replayedEvents"] == BURST_EVENTS
+        assert replay["replayedEvents"] == len(streamed)
         assert replay["hasMore"] is False
         assert replayed == streamed
 
@@ -89,10 +93,15 @@ async def test_a_restore_page_larger_than_the_outbound_cap_reaches_a_client_that
 async def test_a_burst_of_events_without_a_store_reaches_a_client_that_reads_normally(
     running: ServerFactory,
 ) -> None:
-    options = {"run": BurstRun(), "max_message_bytes": SMALL_MESSAGES, "db_path": None, "persistence": False}
+    options = {
+        "models": {"fake-model/v1": BurstRun()},
+        "max_message_bytes": SMALL_MESSAGES,
+        "db_path": None,
+        "persistence": False,
+    }
     async with running(**options) as handle, handle.connect() as client:
         _, streamed = await _burst_session(client)
-        assert [note["seq"] for note in streamed] == list(range(BURST_EVENTS))
+        assert [note["seq"] for note in streamed] == list(range(len(streamed)))
         assert _deltas(streamed) == list(range(BURST_EVENTS))
         assert not client.closed.is_set()
 
@@ -103,7 +112,12 @@ async def test_a_client_that_stops_reading_a_restore_page_is_closed_with_1013_an
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "stalled.sqlite")
     run = BurstRun()
-    options = {"db_path": None, "session_store": store, "run": run, "max_message_bytes": SMALL_MESSAGES}
+    options = {
+        "db_path": None,
+        "session_store": store,
+        "models": {"fake-model/v1": run},
+        "max_message_bytes": SMALL_MESSAGES,
+    }
     async with store, running(**options) as handle:
         async with handle.connect() as writer:
             session_id, streamed = await _burst_session(writer)
@@ -118,8 +132,10 @@ async def test_a_client_that_stops_reading_a_restore_page_is_closed_with_1013_an
             await raw.send_request(4, "session/restore", restore)
             # Not reading: the socket buffers fill, the queue reaches its cap and the peer makes
             # no progress, so the server gives up on the connection and aborts the waiting run.
+            # The waiting run may never reach its model (its first events queue behind the
+            # page), so its end shows as its closed row.
             with trio.fail_after(30):
-                await run.aborted.wait()
+                await running.wait_for_closed_row(store, waiting_id)
             # Reading again within the 1 s grace lets the frame in flight and the close through.
             events = await raw.events_until_end()
         closing = events[-1]
@@ -145,7 +161,7 @@ async def test_a_client_that_stops_reading_a_restore_page_is_closed_with_1013_an
 async def test_a_ping_during_a_restore_page_at_the_outbound_cap_is_answered_without_closing(
     running: ServerFactory,
 ) -> None:
-    options = {"run": BurstRun(), "max_message_bytes": SMALL_MESSAGES}
+    options = {"models": {"fake-model/v1": BurstRun()}, "max_message_bytes": SMALL_MESSAGES}
     async with running(**options) as handle:
         async with handle.connect() as writer:
             session_id, streamed = await _burst_session(writer)

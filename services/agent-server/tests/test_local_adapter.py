@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,11 +13,20 @@ import trio
 
 from agent_server import ToolProviderContext
 from agent_server.client import AcpClient, AcpClientError, JsonObject, initialize_params
-from harness_kernel.legacy import RunOptions, RunResult, run_agent
-from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
+from harness_kernel.models import (
+    CompletionResponse,
+    FakeModel,
+    ModelEvent,
+    ModelRequest,
+    ResponseCompletedFrame,
+    ScriptedTurn,
+    ToolCall,
+    Usage,
+)
+from harness_kernel.runtime import MinimalAgentRuntime, RunInput, RunStream
 from harness_kernel.store import SqliteSessionStore
 from harness_tools import Tool, create_echo_tool, create_read_file_tool
-from harness_workspace import CommandRequest, Workspace
+from harness_workspace import CommandRequest
 from harness_workspace.local import (
     WORKSPACE_PATH_ESCAPES_ROOT,
     LocalWorkspace,
@@ -47,20 +56,30 @@ def reading(*paths: str) -> Callable[[], FakeModel]:
 
 
 class CapturingRun:
-    """A ``run`` seam that records each session's workspace capability, then runs the kernel."""
+    """A ``runtime`` seam: runtimes that record each run's workspace capability, then run it.
 
-    def __init__(self, body: Callable[[RunOptions], Any] | None = None) -> None:
-        self.adapters: list[Workspace | None] = []
+    ``refuse`` makes every run fail at admission, as a runtime refusing its input would.
+    """
+
+    def __init__(self, *, refuse: bool = False) -> None:
+        self.adapters: list[object] = []
         self.disposed_at_start: list[bool] = []
-        self._body = body
+        self._refuse = refuse
 
-    async def __call__(self, options: RunOptions) -> RunResult:
-        adapter = options.workspace_capability
-        self.adapters.append(adapter)
-        self.disposed_at_start.append(isinstance(adapter, LocalWorkspace) and adapter.disposed)
-        if self._body is not None:
-            await self._body(options)
-        return await run_agent(options)
+    def __call__(self) -> MinimalAgentRuntime:
+        capture = self
+
+        class Capturing(MinimalAgentRuntime):
+            def run(self, input: RunInput) -> RunStream:
+                capture.adapters.append(input.workspace)
+                capture.disposed_at_start.append(
+                    isinstance(input.workspace, LocalWorkspace) and input.workspace.disposed
+                )
+                if capture._refuse:
+                    raise RuntimeError("the run failed")
+                return super().run(input)
+
+        return Capturing()
 
     def local(self, index: int) -> LocalWorkspace:
         adapter = self.adapters[index]
@@ -152,13 +171,13 @@ async def test_a_workspace_tool_rooted_elsewhere_is_refused_at_session_new(
 
 async def test_without_the_opt_in_workspace_tools_keep_the_exact_m8_refusal(running: ServerFactory) -> None:
     run = CapturingRun()
-    async with running(tools=read_tools, run=run) as handle, handle.connect() as client:
+    async with running(tools=read_tools, runtime=run) as handle, handle.connect() as client:
         await client.initialize()
         with pytest.raises(AcpClientError) as refused:
             await new_session(client)
         assert (refused.value.code, refused.value.message) == (-32602, M8_REFUSAL)
         assert descriptors_on(running.workspace) == 0
-    async with running(run=run) as handle, handle.connect() as client:
+    async with running(runtime=run) as handle, handle.connect() as client:
         await client.initialize()
         result, _ = await client.prompt(await new_session(client), "go")
         assert result["status"] == "completed"
@@ -171,7 +190,7 @@ async def test_each_session_gets_its_own_adapter_disposed_when_it_completes(runn
     run = CapturingRun()
     options: dict[str, Any] = {"models": {"fake-model/v1": reading("a.txt")}, "tools": read_tools}
     async with (
-        running(workspace_adapter="local", run=run, **options) as handle,
+        running(workspace_adapter="local", runtime=run, **options) as handle,
         handle.connect() as client,
     ):
         await client.initialize()
@@ -191,12 +210,9 @@ async def test_each_session_gets_its_own_adapter_disposed_when_it_completes(runn
 
 
 async def test_the_adapter_is_disposed_when_the_run_fails(running: ServerFactory) -> None:
-    async def explode(options: RunOptions) -> None:
-        raise RuntimeError("the run failed")
-
-    run = CapturingRun(explode)
+    run = CapturingRun(refuse=True)
     async with (
-        running(workspace_adapter="local", tools=read_tools, run=run) as handle,
+        running(workspace_adapter="local", tools=read_tools, runtime=run) as handle,
         handle.connect() as client,
     ):
         await client.initialize()
@@ -214,7 +230,7 @@ async def test_the_adapter_is_disposed_when_a_running_session_is_canceled(runnin
     run = CapturingRun()
     options: dict[str, Any] = {"models": {"fake-model/v1": reading("a.txt")}, "tools": read_tools}
     async with (
-        running(workspace_adapter="local", run=run, **options) as handle,
+        running(workspace_adapter="local", runtime=run, **options) as handle,
         handle.connect() as client,
     ):
         await client.initialize()
@@ -270,16 +286,27 @@ async def test_a_client_vanishing_mid_command_gets_the_command_killed_and_the_ad
     # The command announces its pid through a FIFO, so the test knows it runs without sleeping.
     os.mkfifo(running.workspace / "started")
 
-    async def long_command(options: RunOptions) -> None:
-        assert options.workspace_capability is not None
-        # No abort signal: only disposal can stop this command before its 60 s are up.
-        request = CommandRequest(argv=("sh", "-c", "echo $$ > started; exec sleep 60"))
-        await options.workspace_capability.execute(request)
+    run = CapturingRun()
 
-    run = CapturingRun(long_command)
+    class LongCommand:
+        """A model that runs a command in its session's workspace before it answers."""
+
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+            # No abort signal: only disposal can stop this command before its 60 s are up.
+            command = CommandRequest(argv=("sh", "-c", "echo $$ > started; exec sleep 60"))
+            await run.local(0).execute(command)
+            usage = Usage(prompt_tokens=1, completion_tokens=1, total_tokens=2)
+            yield ResponseCompletedFrame(CompletionResponse("r-1", "done", (), usage, "stop"))
+
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "vanish.sqlite")
-    options: dict[str, Any] = {"db_path": None, "session_store": store, "tools": read_tools, "run": run}
+    options: dict[str, Any] = {
+        "db_path": None,
+        "session_store": store,
+        "tools": read_tools,
+        "runtime": run,
+        "models": {"fake-model/v1": LongCommand},
+    }
     reader = os.open(running.workspace / "started", os.O_RDONLY | os.O_NONBLOCK)
     async with (
         trio.lowlevel.FdStream(reader) as announcements,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,7 @@ from agent_server.client import (
     JsonObject,
     initialize_params,
 )
-from harness_kernel.events import create_event
-from harness_kernel.legacy import RunOptions, RunResult
+from harness_kernel.models import ModelEvent, ModelRequest, TextDeltaFrame
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
@@ -50,7 +50,8 @@ async def test_session_with_a_tool_call_streams_stored_events_in_order(running: 
         assert usage["totalTokens"] == usage["promptTokens"] + usage["completionTokens"]
         assert [note["params"]["seq"] for note in notes] == list(range(len(notes)))
         types = [note["params"]["event"]["type"] for note in notes]
-        assert types == [
+        # The §6.5 events, in their order ...
+        assert [kind for kind in types if not kind.startswith(("turn.", "message."))] == [
             "session.created",
             "agent.started",
             "model.request",
@@ -62,6 +63,28 @@ async def test_session_with_a_tool_call_streams_stored_events_in_order(running: 
             "tool.result",
             "model.request",
             "model.response",
+            "agent.stopped",
+        ]
+        # ... interleaved with the runtime's turn and message events (decision 034).
+        assert types == [
+            "session.created",
+            "agent.started",
+            "turn.started",
+            "message.completed",
+            "model.request",
+            "model.response",
+            "message.completed",
+            "tool.call",
+            "policy.decision",
+            "permission.requested",
+            "permission.resolved",
+            "tool.result",
+            "message.completed",
+            "model.request",
+            "message.delta",
+            "model.response",
+            "message.completed",
+            "turn.completed",
             "agent.stopped",
         ]
         replay = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
@@ -252,7 +275,8 @@ async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_con
             assert await other.request("permission/respond", answer) == {"accepted": True}
         assert outcome[0]["status"] == "completed"
         other_notes = [other_requested, *other.drain_notifications()]
-        assert [n["params"]["seq"] for n in other_notes] == list(range(6, 6 + len(other_notes)))
+        # permission.requested is the tenth event of the run (seq 9), the rest follow it gaplessly.
+        assert [n["params"]["seq"] for n in other_notes] == list(range(9, 9 + len(other_notes)))
 
         async with handle.connect() as fresh:
             await fresh.initialize()
@@ -270,59 +294,54 @@ async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_con
         assert types[-1] == "agent.stopped"
 
 
-class SecretFloodRun:
-    """A ``run`` seam whose second event is valid but cannot be redacted.
+class SecretFlood:
+    """A model whose one text delta is valid but cannot be redacted.
 
-    ``steering.queued`` content may hold at most 256 KiB. Redacting ``token=a`` gives
-    ``token=[REDACTED]``, so 200 KiB of such pairs outgrow the field, and the redacted event no
+    A ``message.delta`` may hold at most 1 MiB characters. Redacting ``token=a`` gives
+    ``token=[REDACTED]``, so 1 MiB of such pairs outgrows the field, and the redacted event no
     longer passes its schema: ``harness_kernel.events.redact_event`` raises.
     """
 
     def __init__(self) -> None:
-        self.raised: list[BaseException] = []
-        self.aborted_after_failure: bool | None = None
+        self.pulled_after_failure = False
 
-    async def __call__(self, options: RunOptions) -> RunResult:
-        assert options.on_event is not None
-        assert options.signal is not None
-        ids: dict[str, object] = {"runId": "run-1", "sessionId": options.session_id, "turnId": "turn-1"}
-        started: dict[str, object] = {
-            "agentId": "agent-1",
-            "sessionId": options.session_id,
-            "model": "fake-model/v1",
-        }
-        await options.on_event(create_event("agent.started", started))
-        secrets = "token=a " * (200 * 1024 // 8)
-        event = create_event("steering.queued", {**ids, "messageId": "msg-1", "content": secrets})
-        try:
-            await options.on_event(event)
-        except Exception as error:
-            self.raised.append(error)
-            self.aborted_after_failure = options.signal.aborted
-            raise
-        raise AssertionError("the unredactable event was accepted")
+    def __call__(self) -> SecretFlood:
+        return self
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        yield TextDeltaFrame("token=a " * (1_048_576 // 8))
+        # A poisoned run never pulls again.
+        self.pulled_after_failure = True
+        yield TextDeltaFrame("more")
 
 
 async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_run(
     running: ServerFactory, tmp_path: Path
 ) -> None:
-    run = SecretFloodRun()
+    model = SecretFlood()
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "redaction.sqlite")
-    async with store, running(db_path=None, session_store=store, run=run) as handle:
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "models": {"fake-model/v1": model}}
+    async with store, running(**options) as handle:
         async with handle.connect() as client:
             session_id = await _new_session(client)
             with pytest.raises(AcpClientError) as failed:
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
             assert (failed.value.code, failed.value.data_code) == (-32603, None)
-            # The run saw its event refused, with the session already aborted.
-            assert len(run.raised) == 1
-            assert run.aborted_after_failure is True
+            # The run stopped at the refused event: no further model pull, no terminal pair.
+            assert model.pulled_after_failure is False
             notes = [note["params"] for note in client.drain_notifications()]
             assert [note["seq"] for note in notes] == list(range(len(notes)))
             # The unredacted event is neither stored nor sent; its replacement ends the stream.
             types = [note["event"]["type"] for note in notes]
-            assert types == ["agent.started", "error"]
+            assert types == [
+                "session.created",
+                "agent.started",
+                "turn.started",
+                "message.completed",
+                "model.request",
+                "error",
+            ]
             replacement = notes[-1]["event"]
             assert replacement["actor"] == "agent-server"
             assert replacement["data"]["code"] == "EVENT_REDACTION_FAILED"

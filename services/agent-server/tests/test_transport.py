@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,8 +14,7 @@ from wsproto.connection import Connection, ConnectionType
 from wsproto.events import CloseConnection, Ping, Pong, TextMessage
 
 from agent_server.client import HandshakeRejectedError, connect, initialize_params
-from harness_kernel.events import create_event
-from harness_kernel.legacy import RunCanceledError, RunOptions, RunResult
+from harness_kernel.models import ModelEvent, ModelRequest, TextDeltaFrame
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ async def test_a_connection_that_fails_during_setup_closes_with_1011(running: Se
 
 
 class DeltaFlood:
-    """A ``run`` seam that streams 4 KiB ``message.delta`` events until the session is aborted."""
+    """A model factory whose model streams 4 KiB text deltas until its run is cancelled."""
 
     limit = 5000
 
@@ -193,24 +193,19 @@ class DeltaFlood:
         self.emitted = 0
         self.aborted = trio.Event()
 
-    async def __call__(self, options: RunOptions) -> RunResult:
-        assert options.on_event is not None
-        assert options.signal is not None
-        ids: dict[str, object] = {"runId": "run-1", "sessionId": options.session_id, "turnId": "turn-1"}
-        while not options.signal.aborted:
-            assert self.emitted < self.limit, "the server never pushed back"
-            data: dict[str, object] = {
-                **ids,
-                "requestId": "req-1",
-                "messageId": "msg-1",
-                "role": "assistant",
-                "sequence": self.emitted,
-                "delta": "x" * 4096,
-            }
-            await options.on_event(create_event("message.delta", data, at="2026-01-01T00:00:00.000Z"))
-            self.emitted += 1
-        self.aborted.set()
-        raise RunCanceledError
+    def __call__(self) -> DeltaFlood:
+        return self
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            while True:
+                assert self.emitted < self.limit, "the server never pushed back"
+                # No checkpoint between the count and the frame: each counted frame is handed
+                # to the runtime, which stores it before it pulls the next one.
+                self.emitted += 1
+                yield TextDeltaFrame("x" * 4096)
+        finally:
+            self.aborted.set()
 
 
 async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_stay_stored(
@@ -220,7 +215,12 @@ async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_st
     store = SqliteSessionStore(tmp_path / "state" / "flood.sqlite")
     flood = DeltaFlood()
     # 16 KiB messages give the smallest outbound cap, 64 KiB.
-    options = {"db_path": None, "session_store": store, "run": flood, "max_message_bytes": 16_384}
+    options = {
+        "db_path": None,
+        "session_store": store,
+        "models": {"fake-model/v1": flood},
+        "max_message_bytes": 16_384,
+    }
     async with store, running(**options) as handle:
         async with running.raw_websocket(handle, receive_buffer=4096) as raw:
             await raw.send_request(1, "initialize", initialize_params())
@@ -247,12 +247,15 @@ async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_st
         assert len(streamed) < flood.emitted
 
         await running.wait_for_closed_row(store, session_id)
-        assert await store.size(session_id) == flood.emitted
         async with handle.connect() as fresh:
             await fresh.initialize()
             replayed = await running.replay_all(fresh, session_id, page=8)
-        assert [note["seq"] for note in replayed] == list(range(flood.emitted))
-        assert [note["event"]["data"]["sequence"] for note in replayed] == list(range(flood.emitted))
+        assert [note["seq"] for note in replayed] == list(range(await store.size(session_id)))
+        # Every delta the model streamed was stored, in order, and the run's canceled pair ends it.
+        deltas = [note["event"]["data"] for note in replayed if note["event"]["type"] == "message.delta"]
+        assert [delta["sequence"] for delta in deltas] == list(range(flood.emitted))
+        assert [note["event"]["type"] for note in replayed[-2:]] == ["turn.completed", "agent.stopped"]
+        assert replayed[-1]["event"]["data"]["status"] == "canceled"
         assert replayed[: len(streamed)] == [message["params"] for message in streamed]
 
 

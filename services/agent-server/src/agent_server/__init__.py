@@ -1,8 +1,8 @@
 """agent-server: the ``harness/acp/1`` JSON-RPC service over WebSocket.
 
-One trio process drives kernel runs for WebSocket clients: each session is one
-``harness_kernel.legacy.run_agent`` call, and every event is redacted and stored before it
-is streamed. :func:`serve` runs the server for a :class:`ServerConfig`; the client side
+One trio process drives kernel runs for WebSocket clients: each session's prompt is one run
+of ``harness_kernel.runtime.MinimalAgentRuntime``, and every event is redacted and stored
+before it is streamed. :func:`serve` runs the server for a :class:`ServerConfig`; the client side
 lives in :mod:`agent_server.client`.
 """
 

@@ -6,7 +6,7 @@ import math
 import os
 import stat
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -15,9 +15,9 @@ from typing import Any, Final, Literal
 from agent_server._auth import DEFAULT_PRINCIPAL, check_principal, check_token
 from agent_server._errors import InvalidParamsError
 from agent_server._protocol import utf8_size
-from harness_kernel.legacy import RunOptions, RunResult, run_agent
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
-from harness_kernel.models import FakeModel, Model
+from harness_kernel.models import FakeModel, Model, ModelAdapter
+from harness_kernel.runtime import MinimalAgentRuntime
 from harness_kernel.store import SqliteSessionStore
 from harness_tools import Tool
 
@@ -42,8 +42,8 @@ WorkspaceAdapterName = Literal["local"]
 """The operational workspace adapters a server can be opted into."""
 WORKSPACE_ADAPTERS: Final[tuple[WorkspaceAdapterName, ...]] = ("local",)
 
-ModelFactory = Callable[[], Model]
-"""Builds one fresh model per session."""
+ModelFactory = Callable[[], Model | ModelAdapter]
+"""Builds one fresh model per prompt: a one-shot ``Model`` or a streaming ``ModelAdapter``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -165,7 +165,7 @@ class ServerConfig:
     default_model: str | None = None
     tools: ToolProvider = _no_tools
     load_manifest: Callable[[str, str], TaskManifest] = read_task_manifest
-    run: Callable[[RunOptions], Awaitable[RunResult]] = run_agent
+    runtime: Callable[[], MinimalAgentRuntime] = MinimalAgentRuntime
     now: Callable[[], datetime] = _utc_now
     new_id: Callable[[str], str] = _uuid_id
 
@@ -213,7 +213,7 @@ class ServerConfig:
         for name, factory in self.models.items():
             if type(name) is not str or not callable(factory):
                 raise ValueError("models must map names to callables")
-        for name in ("tools", "load_manifest", "run", "now", "new_id"):
+        for name in ("tools", "load_manifest", "runtime", "now", "new_id"):
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be callable")
 

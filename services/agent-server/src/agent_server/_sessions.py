@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
@@ -37,11 +37,20 @@ from agent_server._protocol import (
     PromptUsage,
     encode_notification,
 )
-from harness_kernel.events import Event, create_event, redact_event, serialize_event
-from harness_kernel.legacy import Budget, RunOptions
+from agent_server._turns import Outbox, RunEvents, RunOutcome, consume
+from harness_kernel.events import (
+    ErrorData,
+    Event,
+    SessionCreatedData,
+    create_event,
+    redact_event,
+    serialize_event,
+)
 from harness_kernel.manifest import TaskManifest, manifest_permissions
+from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
-from harness_kernel.store import SqliteSessionStore
+from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
+from harness_kernel.store import SqliteEventStore, SqliteSessionStore
 from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
 from harness_workspace.local import (
@@ -132,6 +141,10 @@ class PersistenceFailedError(Exception):
     """Storing an event or refreshing the lease failed; the run is aborted."""
 
 
+class PromptCanceledError(Exception):
+    """The run ended canceled; its prompt is answered with an internal error (§5.3 step 4)."""
+
+
 @dataclass(eq=False, slots=True)
 class _Pending:
     done: trio.Event = field(default_factory=trio.Event)
@@ -160,6 +173,9 @@ class Session:
     lease_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     run_limit_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     run_limit_reached: bool = False
+    outbox: Outbox = field(default_factory=Outbox)
+    runtime: MinimalAgentRuntime | None = None
+    run_id: str | None = None
 
     def resolve_pending(self, permission_id: str, resolution: PermissionResolution) -> None:
         """Settle one pending permission and mark its id used."""
@@ -403,7 +419,7 @@ class SessionManager:
     # ------------------------------------------------------------ session/prompt
 
     async def prompt(self, params: PromptParams) -> PromptResult:
-        """``session/prompt`` (§5.3), bounded by ``max_run_ms`` of wall time."""
+        """``session/prompt`` (§5.3) on the kernel runtime, bounded by ``max_run_ms`` of wall time."""
         session = self._lookup(params.session_id)
         if session.state == "created":
             await self._state.check_storage()
@@ -412,9 +428,34 @@ class SessionManager:
         session.state = "running"
         session.idle_scope.cancel()
         self._nursery.start_soon(self._run_limit_timer, session)
+        try:
+            outcome = await self._drive(session, params)
+        except Exception as error:
+            session.state = "canceled" if session.abort.signal.aborted else "failed"
+            await self._finish(session, keep_active=session.persistence_failed)
+            if session.run_limit_reached and not session.persistence_failed:
+                raise self._run_limit_error() from error
+            if session.persistence_failed:
+                raise PersistenceFailedError("a session event was not stored") from error
+            raise
+        except BaseException:
+            # Cancelled from outside rather than through the abort signal: nothing is sent
+            # any more (the runtime still stored its canceled pair, shielded), but the adapter
+            # must not outlive the run, nor the session its slot.
+            await self._dispose_adapter(session)
+            if not session.finished:
+                session.finished = True
+                self._forget(session)
+            raise
+        finally:
+            session.run_limit_scope.cancel()
+        return await self._answer(session, outcome)
+
+    def _run_input(self, session: Session, params: PromptParams, events: RunEvents) -> RunInput:
+        """The runtime's input for one prompt: §5.3 step 3 on ``RunInput``."""
         config = self._config
         limits = session.manifest.budget if session.manifest is not None else None
-        budget = Budget(
+        budget = RuntimeBudget(
             max_model_tokens=_smallest(params.max_model_tokens, limits and limits.max_model_tokens),
             max_tool_calls=_smallest(params.max_tool_calls, limits and limits.max_tool_calls),
         )
@@ -423,65 +464,85 @@ class SessionManager:
         async def resolve(request: PermissionRequest, signal: AbortSignal) -> PermissionResolution:
             return await self._await_operator(session, request)
 
-        async def on_event(event: Event) -> None:
-            await self._record(session, event)
+        model = config.models[session.model_name]()
+        # A one-shot model names itself in the audit trail; a streaming adapter goes by its
+        # configured name.
+        name: object = getattr(model, "name", None)
+        return RunInput(
+            run_id=config.new_id("run"),
+            session_id=session.id,
+            turn_id=config.new_id("turn"),
+            input=params.content,
+            model=name if type(name) is str and name else session.model_name,
+            model_adapter=adapt_model(model),
+            event_store=events,
+            tools=session.tools,
+            permission=RulePermissionController(permissions, resolve=resolve),
+            budget=budget,
+            task_id=session.task_id,
+            workspace=session.adapter,
+            signal=session.abort.signal,
+            now=lambda: format_time(config.now()),
+            new_id=config.new_id,
+        )
 
+    async def _drive(self, session: Session, params: PromptParams) -> RunOutcome:
+        """Record ``session.created``, then run the turn on a fresh runtime and send its events."""
+        events = RunEvents(
+            session.id,
+            lambda event: self._record(session, event),
+            self._read_events,
+        )
+        run_input = self._run_input(session, params, events)
+        runtime = self._config.runtime()
+        stream = runtime.run(run_input)
+        session.runtime, session.run_id = runtime, run_input.run_id
+        created = create_event(
+            "session.created",
+            SessionCreatedData(session_id=session.id, workspace=session.workspace),
+            event_id=self._config.new_id("evt"),
+            at=format_time(self._config.now()),
+            actor="kernel",
+        )
         try:
-            options = RunOptions(
-                goal=params.content,
-                model=config.models[session.model_name](),
-                tools=session.tools,
-                budget=budget,
-                task_id=session.task_id,
-                session_id=session.id,
-                workspace=session.workspace,
-                workspace_capability=session.adapter,
-                on_event=on_event,
-                permission=RulePermissionController(permissions, resolve=resolve),
-                signal=session.abort.signal,
-                now=lambda: format_time(config.now()),
-                new_id=config.new_id,
-            )
-            result = await config.run(options)
-        except Exception as error:
-            session.state = "canceled" if session.abort.signal.aborted else "failed"
-            await self._finish(session, keep_active=session.persistence_failed)
-            if session.run_limit_reached and not session.persistence_failed:
-                raise self._run_limit_error() from error
-            raise
+            await self._record(session, created)
         except BaseException:
-            # Cancelled from outside rather than through the abort signal: nothing is sent
-            # or stored any more, but the adapter must not outlive the run, nor the session
-            # its slot.
-            await self._dispose_adapter(session)
-            if not session.finished:
-                session.finished = True
-                self._forget(session)
+            await stream.aclose()
             raise
-        finally:
-            session.run_limit_scope.cancel()
+        await session.outbox.flush(self.send)
+        return await consume(stream, session.outbox, self.send)
+
+    async def _answer(self, session: Session, outcome: RunOutcome) -> PromptResult:
+        """The terminal state of a run that ended with its pair, and the prompt's answer (§5.3 step 4)."""
         if session.persistence_failed:
             session.state = "failed"
             await self._finish(session, keep_active=True)
             raise PersistenceFailedError("a session event was not stored")
-        if session.abort.signal.aborted:
+        if session.abort.signal.aborted or outcome.status == "canceled":
             session.state = "canceled"
         else:
-            session.state = "completed" if result.status == "completed" else "failed"
+            session.state = "completed" if outcome.status == "completed" else "failed"
         await self._finish(session)
         if session.run_limit_reached:
             raise self._run_limit_error()
-        usage = result.usage
+        if session.state == "canceled":
+            raise PromptCanceledError()
         return PromptResult(
-            status=result.status,
+            status="completed" if session.state == "completed" else "failed",
             events=[],
-            final_text=result.text,
+            final_text=outcome.final_text,
             usage=PromptUsage(
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                total_tokens=usage.prompt_tokens + usage.completion_tokens,
+                prompt_tokens=outcome.prompt_tokens,
+                completion_tokens=outcome.completion_tokens,
+                total_tokens=outcome.prompt_tokens + outcome.completion_tokens,
             ),
         )
+
+    def _read_events(self, session_id: str) -> AsyncIterator[Event]:
+        store = self._state.store
+        if store is None:
+            raise RuntimeError("this server keeps no events to read")
+        return SqliteEventStore(store, session_id, owner_id=self.owner_id).read_session(session_id)
 
     async def _run_limit_timer(self, session: Session) -> None:
         """Abort the run once it has run for ``max_run_ms`` (pending permissions are denied)."""
@@ -496,7 +557,12 @@ class SessionManager:
         return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
 
     async def _record(self, session: Session, event: Event) -> None:
-        """Redact, store, then send one event (§6)."""
+        """Redact, store, and queue one event's notification in the session's outbox (§6).
+
+        Raises:
+            Exception: the event was not stored (the run is aborted); a redaction failure
+                stores and queues its replacement ``error`` event first.
+        """
         try:
             redacted = redact_event(event)
         except Exception:
@@ -504,20 +570,20 @@ class SessionManager:
             session.abort.abort("event redaction failed")
             replacement = create_event(
                 "error",
-                {"code": "EVENT_REDACTION_FAILED", "message": "event redaction failed", "retryable": False},
+                ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
                 event_id=self._config.new_id("evt"),
                 at=format_time(self._config.now()),
                 actor="agent-server",
             )
-            await self._append_then_send(session, replacement)
+            await self._store(session, replacement)
             raise
-        # Handed over without keeping a name for it in this frame: while the send waits for
-        # outbound room, this copy must not stay alive beside the notification text.
+        # Handed over without keeping a name for it in this frame: only the notification
+        # text outlives the store call.
         handover = [redacted]
         del redacted
-        await self._append_then_send(session, handover.pop())
+        await self._store(session, handover.pop())
 
-    async def _append_then_send(self, session: Session, event: Event) -> None:
+    async def _store(self, session: Session, event: Event) -> None:
         store = self._state.store
         if store is not None:
             try:
@@ -535,11 +601,7 @@ class SessionManager:
             permission_id: object = getattr(event.data, "permission_id", None)
             if type(permission_id) is str:
                 session.pending[permission_id] = _Pending()
-        text = encode_notification(session.id, seq, serialize_event(event))
-        # Only the text is needed from here on; drop the event copies before a send that may
-        # wait for outbound room, so a stalled client pins one copy of its message, not three.
-        del event
-        await self.send(text)
+        session.outbox.texts.append(encode_notification(session.id, seq, serialize_event(event)))
 
     async def send(self, text: str) -> None:
         """Queue a frame unless the client has disconnected."""
@@ -597,8 +659,24 @@ class SessionManager:
         if session.state == "created":
             session.state = "canceled"
             await self._finish(session)
-        else:
-            await self._dispose_adapter(session)
+            return
+        await self._dispose_adapter(session)
+        await self._cancel_run(session)
+
+    async def _cancel_run(self, session: Session) -> None:
+        """The runtime's cancel path: return once the run's terminal pair is durable.
+
+        The abort signal already asked the run to stop; this waits for (or drives) its end.
+        A run that ended otherwise, or whose pair could not be stored, is left to the
+        prompt's task, which answers for it.
+        """
+        runtime, run_id = session.runtime, session.run_id
+        if runtime is None or run_id is None:
+            return
+        try:
+            await runtime.cancel(run_id)
+        except AgentRuntimeError as error:
+            _log.info("cancel of run %s in session %s: %s", run_id, session.id, error.message)
 
 
 def _smallest(first: int | None, second: int | None) -> int | None:

@@ -1,0 +1,120 @@
+"""One ``session/prompt`` on the kernel runtime: its events stored, then sent (spec §5.3, §6).
+
+The server drives :class:`~harness_kernel.runtime.MinimalAgentRuntime`, the kernel's one
+streaming runtime. The runtime appends every event to its event store before it delivers
+it; here that store is :class:`RunEvents`, which redacts the event, stores it owner-fenced
+(taking the session's ``seq``) and keeps the notification text in the session's outbox. The
+prompt's task consumes the stream and sends the outbox after each event, so an event is on
+the wire only after its commit, and the runtime takes its next step (for an ``ask``, the wait
+for the operator) only after the event before it was sent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from harness_kernel.events import AssistantMessageCompletedData, Event, EventUsage, TurnCompletedData
+from harness_kernel.runtime import AgentRuntimeError, EventAppendError, RunStream
+
+__all__ = ["Outbox", "RunEvents", "RunOutcome", "consume"]
+
+_FAILED_STATUSES: Final = frozenset({"failed", "budget_exceeded"})
+
+
+@dataclass(eq=False, slots=True)
+class Outbox:
+    """Notification texts of stored events, in store order, waiting for the prompt's task to send them."""
+
+    texts: deque[str] = field(default_factory=deque[str])
+
+    async def flush(self, send: Callable[[str], Awaitable[None]]) -> None:
+        """Send every waiting text, oldest first; one text at a time leaves the outbox before its send."""
+        while self.texts:
+            await send(self.texts.popleft())
+
+
+class RunEvents:
+    """The runtime's :class:`~harness_kernel.store.EventStore` for one session's run.
+
+    Args:
+        session_id: The session every event belongs to.
+        record: Redacts, stores and queues one event's text; raises when it was not stored.
+        read: The stored events of the session (the port's reader).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        record: Callable[[Event], Awaitable[None]],
+        read: Callable[[str], AsyncIterator[Event]],
+    ) -> None:
+        self._session_id = session_id
+        self._record = record
+        self._read = read
+
+    async def append(self, event: Event) -> None:
+        """Store ``event`` (redacted) before returning.
+
+        Raises:
+            Exception: whatever the redaction or the store raised; the run is poisoned.
+        """
+        await self._record(event)
+
+    def read_session(self, session_id: str) -> AsyncIterator[Event]:
+        """The stored events of ``session_id`` (this run's session only)."""
+        if session_id != self._session_id:
+            raise ValueError("this event store holds one session")
+        return self._read(session_id)
+
+
+@dataclass(eq=False, slots=True)
+class RunOutcome:
+    """What the consumer learned from the stream: the terminal status, the answer and the usage."""
+
+    status: Literal["completed", "failed", "canceled", "budget_exceeded"] | None = None
+    final_text: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: AgentRuntimeError | None = None
+
+    def observe(self, event: Event) -> None:
+        """Take the final text from the assistant's messages and the outcome from ``turn.completed``."""
+        data = event.data
+        if isinstance(data, AssistantMessageCompletedData):
+            self.final_text = data.content
+        elif isinstance(data, TurnCompletedData):
+            self.status = data.status
+            if isinstance(data.usage, EventUsage):
+                self.prompt_tokens = data.usage.prompt_tokens
+                self.completion_tokens = data.usage.completion_tokens
+
+    @property
+    def failed(self) -> bool:
+        """The run ended with a durable ``failed`` or ``budget_exceeded`` pair."""
+        return self.status in _FAILED_STATUSES
+
+
+async def consume(stream: RunStream, outbox: Outbox, send: Callable[[str], Awaitable[None]]) -> RunOutcome:
+    """Drive ``stream`` to its end, sending the outbox after every event.
+
+    A failed or budget-exceeded run raises its error after its terminal pair; that error is
+    kept in the outcome. A store failure (:class:`EventAppendError`) propagates, after the
+    texts stored before it were sent.
+    """
+    outcome = RunOutcome()
+    async with stream:
+        try:
+            async for event in stream:
+                outcome.observe(event)
+                del event
+                await outbox.flush(send)
+        except EventAppendError:
+            await outbox.flush(send)
+            raise
+        except AgentRuntimeError as error:
+            outcome.error = error
+        await outbox.flush(send)
+    return outcome
