@@ -353,3 +353,45 @@ async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_r
             replayed = await running.replay_all(client, session_id)
         assert replayed == notes
         assert (await store.get(session_id)).status == "closed"
+
+
+@pytest.mark.parametrize("how", ["session/cancel", "disconnect", "shutdown"])
+async def test_every_way_to_stop_a_running_prompt_stores_exactly_one_canceled_terminal_pair(
+    running: ServerFactory, tmp_path: Path, how: str
+) -> None:
+    """The runtime's cancel path: one durable outcome, and the pending ask answered before it."""
+    (tmp_path / "state").mkdir()
+    store = SqliteSessionStore(tmp_path / "state" / f"stop-{how.replace('/', '-')}.sqlite")
+    async with store, running(db_path=None, session_store=store) as handle:
+        async with handle.connect() as client:
+            session_id = await _new_session(client)
+
+            async def prompt() -> None:
+                with pytest.raises((AcpClientError, ConnectionClosedError)):
+                    await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(prompt)
+                await _next_event(client, "permission.requested")
+                if how == "session/cancel":
+                    assert await client.request("session/cancel", {"sessionId": session_id}) == {
+                        "canceled": True
+                    }
+                elif how == "disconnect":
+                    await client.aclose()
+                else:
+                    await handle.aclose()
+        if how != "shutdown":
+            await running.wait_for_closed_row(store, session_id)
+        page = await store.read(session_id, limit=1000)
+    events = [item.event for item in page.events]
+    types = [event.type for event in events]
+    assert types.count("turn.completed") == 1
+    assert types.count("agent.stopped") == 1
+    assert types[-2:] == ["turn.completed", "agent.stopped"]
+    assert getattr(events[-1].data, "status", None) == "canceled"
+    requested = [getattr(e.data, "permission_id", None) for e in events if e.type == "permission.requested"]
+    resolved = [getattr(e.data, "permission_id", None) for e in events if e.type == "permission.resolved"]
+    assert requested and requested == resolved
+    resolution = next(event for event in events if event.type == "permission.resolved")
+    assert getattr(resolution.data, "decision", None) == "deny"
