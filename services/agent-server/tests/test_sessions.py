@@ -392,6 +392,7 @@ async def test_every_way_to_stop_a_running_prompt_stores_exactly_one_canceled_te
     assert getattr(events[-1].data, "status", None) == "canceled"
     requested = [getattr(e.data, "permission_id", None) for e in events if e.type == "permission.requested"]
     resolved = [getattr(e.data, "permission_id", None) for e in events if e.type == "permission.resolved"]
-    assert requested and requested == resolved
+    assert requested
+    assert requested == resolved
     resolution = next(event for event in events if event.type == "permission.resolved")
     assert getattr(resolution.data, "decision", None) == "deny"
