@@ -285,6 +285,14 @@ EXPECTED: dict[str, set[str]] = {
         "SqliteSessionStore",
         "StatusTransitionResult",
     },
+    "harness_kernel.store.conformance": {
+        "CHECKS",
+        "START",
+        "ConformanceCheck",
+        "ManualClock",
+        "StoreFactory",
+        "run_conformance",
+    },
 }
 
 

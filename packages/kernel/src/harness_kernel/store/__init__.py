@@ -3,18 +3,17 @@
 Two ports. :class:`EventStore` is what the runtime appends to; :class:`MemoryEventStore` is
 its in-memory fake. :class:`SessionStore` is what a server keeps its sessions in: event logs
 with a per-session ``seq`` and a store-wide ``global_seq``, idempotent appends, ownership
-leases judged by the store clock (:class:`SessionLease`; the store alone writes them),
-status transitions, checkpoints, recovery of interrupted sessions and retention.
+leases the store takes, renews and judges by its own clock (:class:`SessionLease`), status
+transitions, checkpoints, recovery of interrupted sessions and retention.
 
 Two session stores with one semantics: :class:`SqliteSessionStore` keeps everything durably
 in one SQLite file (schema version 2, WAL, one transaction per append);
 :class:`MemorySessionStore` keeps it in memory, for tests and for servers that need no
 persistence. :mod:`harness_kernel.store.conformance` is the suite any implementation must
-pass (both of these do, and agree with each other operation by operation).
-:class:`SessionEventLog` binds one session and owner of any ``SessionStore`` as an
-``EventStore`` (``SqliteEventStore`` is its former name). Failures raise
-:class:`SessionStoreError` with one of the ``SESS_*`` codes, or the typed event errors for
-invalid or corrupt events.
+pass (both of these do). :class:`SessionEventLog` binds one session and owner of any
+``SessionStore`` as an ``EventStore`` (``SqliteEventStore`` is its former name). Failures
+raise :class:`SessionStoreError` with one of the ``SESS_*`` codes, or the typed event
+errors for invalid or corrupt events.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ dictionaries after a trio checkpoint.
 from __future__ import annotations
 
 import abc
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import TracebackType
@@ -18,6 +17,7 @@ from typing import Final, Self, TypeVar
 
 from msgspec import UNSET
 
+from harness_kernel._ids import random_id
 from harness_kernel._json import FrozenDict, JsonValue, encode_json
 from harness_kernel.events._codec import validate_event
 from harness_kernel.events._model import Event
@@ -153,7 +153,7 @@ class TransactionalStore(abc.ABC):
                 ``owner_id`` a session that is not active or whose live lease another owner
                 holds.
         """
-        sid = f"sess-{uuid.uuid4()}" if session_id is None else check_id(session_id, "session_id")
+        sid = random_id("sess") if session_id is None else check_id(session_id, "session_id")
         task = None if task_id is None else check_id(task_id, "task_id")
         created = None if created_at is None else check_timestamp(created_at, "created_at")
         frozen, names_lease = caller_metadata({} if metadata is None else metadata, "metadata")
