@@ -77,7 +77,17 @@ EXPECTED = {
     "harness_kernel.store:SqliteSessionStore.create": (
         "(self, session_id: 'str | None' = None, *, task_id: 'str | None' = None, "
         "created_at: 'str | None' = None, metadata: 'dict[str, "
-        "object] | FrozenDict | None' = None) -> 'SessionRecord'"
+        "object] | FrozenDict | None' = None, owner_id: 'str | None' = None, "
+        "lease_ms: 'int | None' = None) -> 'SessionRecord'"
+    ),
+    "harness_kernel.store:SqliteSessionStore.renew_lease": (
+        "(self, session_id: 'str', owner_id: 'str', *, lease_ms: 'int') -> 'SessionLease'"
+    ),
+    "harness_kernel.store:MemorySessionStore.__init__": (
+        "(self, *, now: 'Callable[[], datetime] | None' = None) -> 'None'"
+    ),
+    "harness_kernel.store:SessionEventLog.__init__": (
+        "(self, store: 'SessionStore', session_id: 'str', *, owner_id: 'str | None' = None) -> 'None'"
     ),
     "harness_kernel.store:SqliteSessionStore.recover_interrupted": (
         "(self, session_id: 'str', event: 'Event', *, closed_at: 'str | None' = None, "

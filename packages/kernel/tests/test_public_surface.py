@@ -256,7 +256,9 @@ EXPECTED: dict[str, set[str]] = {
     "harness_kernel.store": {
         "AuditEventPage",
         "EventStore",
+        "LEASE_MAX_MS",
         "MemoryEventStore",
+        "MemorySessionStore",
         "RecoverInterruptedResult",
         "SCHEMA_VERSION",
         "SESS_CHECKPOINT_CONFLICT",
@@ -273,13 +275,23 @@ EXPECTED: dict[str, set[str]] = {
         "SessionCheckpoint",
         "SessionEventLog",
         "SessionEventPage",
+        "SessionLease",
         "SessionListing",
         "SessionRecord",
         "SessionStatus",
+        "SessionStore",
         "SessionStoreError",
         "SqliteEventStore",
         "SqliteSessionStore",
         "StatusTransitionResult",
+    },
+    "harness_kernel.store.conformance": {
+        "CHECKS",
+        "START",
+        "ConformanceCheck",
+        "ManualClock",
+        "StoreFactory",
+        "run_conformance",
     },
 }
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from harness_kernel.events import Event, create_event
+from harness_kernel.events import create_event
 from harness_kernel.store import (
     SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
@@ -21,21 +21,9 @@ from harness_kernel.store import (
     SessionStoreError,
     SqliteSessionStore,
 )
+from harness_kernel.store.conformance._support import restored
 
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-AT = "2024-05-01T12:30:00.125Z"
-
-
-def restored(session_id: str, event_id: str = "r1", note: str = "crash") -> Event:
-    data: dict[str, object] = {
-        "sessionId": session_id,
-        "afterSeq": -1,
-        "availableThroughSeq": -1,
-        "availableEvents": 0,
-        "outcome": "interrupted",
-        "note": note,
-    }
-    return create_event("session.restored", data, event_id=event_id, at=AT)
 
 
 def lease(expires: datetime) -> dict[str, object]:

@@ -343,6 +343,8 @@ class CreateFailingStore(SqliteSessionStore):
         task_id: str | None = None,
         created_at: str | None = None,
         metadata: Any = None,
+        owner_id: str | None = None,
+        lease_ms: int | None = None,
     ) -> Any:
         raise OSError("row creation failed")
 

@@ -8,7 +8,16 @@ from harness_kernel.events import Event, create_event, deserialize_event, redact
 from harness_kernel.manifest import TaskManifest, load_task_manifest, manifest_permissions
 from harness_kernel.models import FakeModel, ModelRequest, ScriptedTurn, UserMessage
 from harness_kernel.policy import Decision, RulePermissionController, compile_rules, decide
-from harness_kernel.store import SequencedEvent, SqliteSessionStore
+from harness_kernel.store import (
+    EventStore,
+    MemorySessionStore,
+    SequencedEvent,
+    SessionEventLog,
+    SessionLease,
+    SessionStore,
+    SqliteSessionStore,
+)
+from harness_kernel.store.conformance import CHECKS, ConformanceCheck, run_conformance
 from harness_tools import ToolPermissionIntent
 
 
@@ -34,3 +43,24 @@ async def typed_usage(manifest_text: str) -> None:
     async with SqliteSessionStore("events.db") as store:
         await store.create("s1")
         assert_type(await store.append("s1", event), SequencedEvent)
+
+
+async def any_session_store(store: SessionStore, event: Event) -> None:
+    record = await store.create(None, metadata={"kind": "k"}, owner_id="w1", lease_ms=30_000)
+    lease = record.lease
+    if lease is not None:
+        assert_type(lease.live_at(await store.current_time()), bool)
+    assert_type(await store.renew_lease(record.session_id, "w1", lease_ms=30_000), SessionLease)
+    log = store.event_log(record.session_id, owner_id="w1")
+    assert_type(log, SessionEventLog)
+    runtime_store: EventStore = log
+    await runtime_store.append(event)
+    await store.close(record.session_id, owner_id="w1")
+
+
+async def both_stores_are_session_stores(event: Event) -> None:
+    async with MemorySessionStore() as memory, SqliteSessionStore("events.db") as sqlite:
+        await any_session_store(memory, event)
+        await any_session_store(sqlite, event)
+    assert_type(CHECKS[0], ConformanceCheck)
+    await run_conformance(lambda now: MemorySessionStore(now=now))

@@ -18,7 +18,7 @@ from agent_server._protocol import utf8_size
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
 from harness_kernel.models import FakeModel, Model, ModelAdapter
 from harness_kernel.runtime import MinimalAgentRuntime
-from harness_kernel.store import SqliteSessionStore
+from harness_kernel.store import SessionStore
 from harness_tools import Tool
 
 __all__ = [
@@ -143,7 +143,7 @@ class ServerConfig:
     workspace_root: str = field(default_factory=os.getcwd)
     db_path: str | None = None
     persistence: bool = True
-    session_store: SqliteSessionStore | None = None
+    session_store: SessionStore | None = None
     auth_token: str | None = None
     auth_tokens: Mapping[str, str] | None = None
     allow_plaintext_remote: bool = False
@@ -187,8 +187,8 @@ class ServerConfig:
         for name in ("persistence", "allow_plaintext_remote"):
             if type(getattr(self, name)) is not bool:
                 raise ValueError(f"{name} must be a bool")
-        if self.session_store is not None and not isinstance(self.session_store, SqliteSessionStore):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ValueError("session_store must be a SqliteSessionStore or None")
+        if self.session_store is not None and not isinstance(self.session_store, SessionStore):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ValueError("session_store must be a SessionStore or None")
         if self.db_path is not None and self.session_store is not None:
             raise ValueError("give either db_path or session_store, not both")
         if type(self.allowed_origins) is not tuple or any(

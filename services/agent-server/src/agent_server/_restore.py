@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from typing import Final
 
 from agent_server._errors import (
@@ -19,6 +18,7 @@ from harness_kernel.store import (
     SESS_INVALID_CURSOR,
     SESS_NOT_FOUND,
     SESS_RECOVERY_CONFLICT,
+    SessionLease,
     SessionRecord,
     SessionStoreError,
 )
@@ -28,17 +28,8 @@ __all__ = ["restore_session"]
 _INTERRUPTED_NOTE: Final = "the owning connection ended before the session finished"
 
 
-def _lease_expiry(value: object) -> datetime | None:
-    if type(value) is not str:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
-
-
-def _check_metadata(state: ServerState, record: SessionRecord) -> datetime:
+def _check_metadata(state: ServerState, record: SessionRecord) -> SessionLease:
+    """The session's lease, if its row is an agent-server session of this root with one."""
     metadata = record.metadata
     workspace = metadata.get("workspace")
     root = state.root.rstrip(os.sep)
@@ -48,18 +39,16 @@ def _check_metadata(state: ServerState, record: SessionRecord) -> datetime:
         and os.path.normpath(workspace) == workspace
         and (workspace == state.root or workspace.startswith(root + os.sep))
     )
-    owner = metadata.get("ownerId")
-    expiry = _lease_expiry(metadata.get("leaseExpiresAt"))
+    lease = record.lease
     if (
         metadata.get("kind") != "agent-session"
         or not inside
         or metadata.get("modelName") not in state.config.models
-        or type(owner) is not str
-        or not owner
-        or expiry is None
+        or lease is None
+        or lease.expires_at is None
     ):
         raise SessionNotRestorableError("session metadata is not an agent-server session of this root")
-    return expiry
+    return lease
 
 
 async def restore_session(
@@ -81,7 +70,7 @@ async def restore_session(
         record = await store.get(session_id)
         if record.metadata.get("principal") != principal:
             raise SessionNotFoundError(session_id)
-        expiry = _check_metadata(state, record)
+        lease = _check_metadata(state, record)
         size = await store.size(session_id)
         if params.after_seq > size - 1:
             raise InvalidParamsError(
@@ -90,7 +79,7 @@ async def restore_session(
         last = (await store.slice(session_id, size - 1, size))[-1].event if size else None
         status: str
         if record.status == "active":
-            if expiry > await store.current_time():
+            if lease.live_at(await store.current_time()):
                 raise SessionNotRestorableError("owner lease has not expired")
             if last is not None and last.type == "agent.stopped":
                 await store.close(session_id)

@@ -25,7 +25,7 @@ from agent_server._connection import AcpConnection
 from agent_server._sessions import ServerState
 from agent_server._transport import WebSocketDriver
 from agent_server.client import AcpClient, connect
-from harness_kernel.store import SqliteSessionStore
+from harness_kernel.store import SessionStore, SqliteSessionStore
 
 __all__ = ["ServerHandle", "default_db_path", "default_token_path", "serve"]
 
@@ -241,7 +241,7 @@ class _Server:
                 await trio.sleep(_RETENTION_INTERVAL_SECONDS)
 
     @staticmethod
-    async def _retain(store: SqliteSessionStore, days: int) -> None:
+    async def _retain(store: SessionStore, days: int) -> None:
         try:
             cutoff = await store.current_time() - timedelta(days=days)
             deleted = _RETENTION_BATCH
@@ -517,7 +517,9 @@ async def serve(
         if owned and store is not None:
             await store.__aenter__()  # opens the file now, so a bad path fails before binding
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
-        storage = None if store is None else await trio.to_thread.run_sync(_directory_of, store.path)
+        # Only a store in a local file has a disk whose free space the server can check.
+        sqlite = store if isinstance(store, SqliteSessionStore) else None
+        storage = None if sqlite is None else await trio.to_thread.run_sync(_directory_of, sqlite.path)
         state = ServerState(config=config, root=root, store=store, storage_directory=storage)
         server = _Server(config, state, listeners, authenticator)
         port = listeners[0].socket.getsockname()[1]

@@ -50,7 +50,7 @@ from harness_kernel.manifest import TaskManifest, manifest_permissions
 from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
-from harness_kernel.store import SqliteEventStore, SqliteSessionStore
+from harness_kernel.store import SessionStore, SqliteEventStore
 from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
 from harness_workspace.local import (
@@ -92,7 +92,7 @@ class ServerState:
 
     config: ServerConfig
     root: str
-    store: SqliteSessionStore | None
+    store: SessionStore | None
     storage_directory: str | None = None
     active_session_ids: set[str] = field(default_factory=set[str])
     live_sessions: int = 0

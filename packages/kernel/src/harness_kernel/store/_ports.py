@@ -1,37 +1,199 @@
-"""The ``EventStore`` port the runtime appends to, and its two implementations (spec §6.1)."""
+"""The store's ports (spec §6.1): ``EventStore``, ``SessionStore``, and the one per-session log.
+
+``EventStore`` is what the runtime appends to; ``SessionStore`` is what a server keeps its
+sessions in. :class:`SessionEventLog` binds one session (and owner) of any ``SessionStore``
+and is an ``EventStore``, so a runtime writes into a session without knowing the store.
+"""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Protocol, runtime_checkable
+from datetime import datetime
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 import trio
 from msgspec import UNSET
 
+from harness_kernel._json import FrozenDict, JsonValue
 from harness_kernel.events._codec import validate_event
 from harness_kernel.events._model import Event
 from harness_kernel.store._records import (
     PAGE_MAX_LIMIT,
     SESS_INVALID_RECORD,
+    AuditEventPage,
+    RecoverInterruptedResult,
+    SequencedEvent,
+    SessionCheckpoint,
+    SessionEventPage,
+    SessionLease,
+    SessionListing,
+    SessionRecord,
+    SessionStatus,
     SessionStoreError,
+    StatusTransitionResult,
     check_id,
 )
-from harness_kernel.store._sqlite import SqliteSessionStore
 
-__all__ = ["EventStore", "MemoryEventStore", "SqliteEventStore"]
+__all__ = ["EventStore", "MemoryEventStore", "SessionEventLog", "SessionStore"]
 
 
 @runtime_checkable
 class EventStore(Protocol):
     """Where the runtime appends its events; ``read_session`` yields one session's events in order."""
 
-    async def append(self, event: Event) -> None:
-        """Store ``event`` durably before returning."""
+    async def append(self, event: Event) -> object:
+        """Store ``event`` durably before returning (what it returns is not used)."""
         ...
 
     def read_session(self, session_id: str) -> AsyncIterator[Event]:
         """The stored events whose ``data.sessionId`` is ``session_id``, in append order."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Sessions and their event logs: what a server keeps its sessions in (spec §6.3).
+
+    Every implementation has the same semantics, pinned by
+    :mod:`harness_kernel.store.conformance`: contiguous per-session ``seq`` from 0, a
+    store-wide ``global_seq``, idempotent appends by event id, ownership leases judged by
+    the store clock, paged reads, status transitions, checkpoints with revisions,
+    recovery of interrupted sessions, retention, and every ``SESS_*`` code in the same
+    situations. Each operation is atomic; a failure changes nothing.
+    :class:`MemorySessionStore` and :class:`SqliteSessionStore` implement it.
+
+    Leases: ``create(…, owner_id=…, lease_ms=…)`` takes a session's lease in the
+    transaction that creates (or reopens) it; ``renew_lease`` extends the holder's live
+    lease; every write given ``owner_id`` (append, close, transition, set_metadata) needs
+    that owner's live lease, judged by :meth:`current_time`; ``recover_interrupted`` closes
+    only a session whose lease has run out. ``SessionRecord.lease`` shows the lease.
+    """
+
+    async def __aenter__(self) -> Self:
+        """Open the store (and fail now if it cannot be opened)."""
+        ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """:meth:`aclose`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the store; later operations raise ``SESS_INVALID_RECORD``."""
+        ...
+
+    async def current_time(self) -> datetime:
+        """The store clock (an aware time) that judges leases and stamps default times."""
+        ...
+
+    async def create(
+        self,
+        session_id: str | None = None,
+        *,
+        task_id: str | None = None,
+        created_at: str | None = None,
+        metadata: dict[str, object] | FrozenDict | None = None,
+        owner_id: str | None = None,
+        lease_ms: int | None = None,
+    ) -> SessionRecord:
+        """Create or reopen a session; with ``owner_id``, take its lease in the same transaction."""
+        ...
+
+    async def get(self, session_id: str) -> SessionRecord:
+        """The session's record."""
+        ...
+
+    async def list(self) -> tuple[SessionListing, ...]:
+        """Every session with its event count, newest first."""
+        ...
+
+    async def delete_closed(self, *, closed_before: datetime, limit: int = 100) -> tuple[str, ...]:
+        """Delete up to ``limit`` sessions closed before ``closed_before``, with their events."""
+        ...
+
+    async def append(self, session_id: str, event: Event, *, owner_id: str | None = None) -> SequencedEvent:
+        """Append ``event`` (a repeat of a stored event returns it)."""
+        ...
+
+    async def read(self, session_id: str, *, after_seq: int = -1, limit: int = 100) -> SessionEventPage:
+        """One page of the session's events after ``after_seq``."""
+        ...
+
+    async def read_audit_events(self, *, after_global_seq: int = -1, limit: int = 100) -> AuditEventPage:
+        """One page of every session's events after ``after_global_seq``."""
+        ...
+
+    async def slice(self, session_id: str, start: int, stop: int | None = None) -> tuple[SequencedEvent, ...]:
+        """The session's events with ``start <= seq < stop``."""
+        ...
+
+    async def size(self, session_id: str) -> int:
+        """How many events the session holds."""
+        ...
+
+    def event_log(self, session_id: str, *, owner_id: str | None = None) -> SessionEventLog:
+        """The session's :class:`SessionEventLog` (appends as ``owner_id``)."""
+        ...
+
+    async def transition(
+        self,
+        session_id: str,
+        expected: SessionStatus,
+        next: SessionStatus,
+        *,
+        at: str | None = None,
+        owner_id: str | None = None,
+    ) -> StatusTransitionResult:
+        """Move the session from ``expected`` to ``next`` if it is in ``expected``."""
+        ...
+
+    async def close(
+        self, session_id: str, *, at: str | None = None, owner_id: str | None = None
+    ) -> StatusTransitionResult:
+        """Close an active session."""
+        ...
+
+    async def set_metadata(
+        self, session_id: str, metadata: dict[str, object] | FrozenDict, *, owner_id: str | None = None
+    ) -> SessionRecord:
+        """Replace an active session's metadata (its lease is kept unless the metadata names one)."""
+        ...
+
+    async def renew_lease(self, session_id: str, owner_id: str, *, lease_ms: int) -> SessionLease:
+        """Extend ``owner_id``'s live lease to run ``lease_ms`` from the store clock."""
+        ...
+
+    async def get_checkpoint(self, session_id: str) -> SessionCheckpoint | None:
+        """The session's latest checkpoint, ``None`` before the first save."""
+        ...
+
+    async def save_checkpoint(
+        self,
+        session_id: str,
+        *,
+        expected_revision: int,
+        after_seq: int,
+        payload: JsonValue | dict[str, object] | list[object],
+        updated_at: str | None = None,
+    ) -> SessionCheckpoint:
+        """Save the next checkpoint revision."""
+        ...
+
+    async def recover_interrupted(
+        self,
+        session_id: str,
+        event: Event,
+        *,
+        closed_at: str | None = None,
+        expected_metadata: dict[str, object] | FrozenDict | None = None,
+    ) -> RecoverInterruptedResult:
+        """Close a session whose owner's lease expired, storing its ``session.restored`` event."""
         ...
 
 
@@ -84,9 +246,9 @@ class MemoryEventStore:
 
 
 class _SessionPages:
-    """Pages through ``SqliteSessionStore.read`` lazily, one page at a time."""
+    """Pages through ``SessionStore.read`` lazily, one page at a time."""
 
-    def __init__(self, store: SqliteSessionStore, session_id: str) -> None:
+    def __init__(self, store: SessionStore, session_id: str) -> None:
         self._store = store
         self._session_id = session_id
         self._buffer: deque[Event] = deque()
@@ -107,30 +269,49 @@ class _SessionPages:
         return self._buffer.popleft()
 
 
-class SqliteEventStore:
-    """The :class:`EventStore` port over one existing session of a :class:`SqliteSessionStore`.
+class SessionEventLog:
+    """One session of a :class:`SessionStore`, bound with its owner: the runtime's :class:`EventStore`.
+
+    Every append goes to the bound session as the bound owner (so a lost lease stops the
+    writer); an event naming another session is refused. ``store.event_log(session_id,
+    owner_id=…)`` returns one; ``SqliteEventStore`` is another name for this class.
 
     Args:
         store: The session store (its owner opens and closes it).
-        session_id: The session every append goes to.
-        owner_id: Passed to every append, so a lost lease stops the writer.
+        session_id: The session every append goes to (it must exist when appending).
+        owner_id: Passed to every append.
 
     Raises:
+        TypeError: ``store`` is not a :class:`SessionStore`.
         SessionStoreError: ``SESS_INVALID_RECORD`` — an invalid id.
     """
 
-    def __init__(self, store: SqliteSessionStore, session_id: str, *, owner_id: str | None = None) -> None:
+    __slots__ = ("_owner_id", "_session_id", "_store")
+
+    def __init__(self, store: SessionStore, session_id: str, *, owner_id: str | None = None) -> None:
+        if not isinstance(store, SessionStore):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"store must be a SessionStore, not {type(store).__name__}")
         self._store = store
         self._session_id = check_id(session_id, "session_id")
         self._owner_id = None if owner_id is None else check_id(owner_id, "owner_id")
 
-    async def append(self, event: Event) -> None:
-        """``store.append(session_id, event, owner_id=…)``.
+    @property
+    def session_id(self) -> str:
+        """The session this log is bound to."""
+        return self._session_id
+
+    @property
+    def owner_id(self) -> str | None:
+        """The owner every append is made as (``None``: appends check no lease)."""
+        return self._owner_id
+
+    async def append(self, event: Event) -> SequencedEvent:
+        """Append ``event`` to the bound session (see ``SessionStore.append``).
 
         Raises:
             TypeError: ``event`` is not exactly an ``Event``.
             SessionStoreError: ``SESS_INVALID_RECORD`` when the event names another session,
-                and every error of :meth:`SqliteSessionStore.append`.
+                and every error of ``SessionStore.append``.
         """
         if type(event) is not Event:
             raise TypeError(f"append expects an Event, not {type(event).__name__}")
@@ -139,8 +320,29 @@ class SqliteEventStore:
             raise SessionStoreError(
                 SESS_INVALID_RECORD, f'event names session "{named}", not "{self._session_id}"'
             )
-        await self._store.append(self._session_id, event, owner_id=self._owner_id)
+        return await self._store.append(self._session_id, event, owner_id=self._owner_id)
+
+    async def read(self, *, after_seq: int = -1, limit: int = 100) -> SessionEventPage:
+        """One page of the session's events (see ``SessionStore.read``)."""
+        return await self._store.read(self._session_id, after_seq=after_seq, limit=limit)
+
+    async def slice(self, start: int, stop: int | None = None) -> tuple[SequencedEvent, ...]:
+        """The events with ``start <= seq < stop`` (see ``SessionStore.slice``)."""
+        return await self._store.slice(self._session_id, start, stop)
+
+    async def size(self) -> int:
+        """How many events the session holds."""
+        return await self._store.size(self._session_id)
 
     def read_session(self, session_id: str) -> AsyncIterator[Event]:
-        """The session's stored events in seq order, read page by page."""
+        """The bound session's events in seq order, read page by page.
+
+        Raises:
+            SessionStoreError: ``SESS_INVALID_RECORD`` — ``session_id`` is not the bound
+                session (a log reads only its own).
+        """
+        if session_id != self._session_id:
+            raise SessionStoreError(
+                SESS_INVALID_RECORD, f'this event log is bound to session "{self._session_id}"'
+            )
         return _SessionPages(self._store, session_id)

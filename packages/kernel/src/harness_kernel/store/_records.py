@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Final, Literal, TypeAlias
 
 import msgspec
@@ -15,12 +16,14 @@ from harness_kernel._json import (
     JsonValue,
     encode_json,
     freeze_json,
+    has_lone_surrogate,
 )
 from harness_kernel.events._model import Event
 
 __all__ = [
     "ID_MAX_CHARS",
     "JSON_MAX_BYTES",
+    "LEASE_MAX_MS",
     "PAGE_MAX_LIMIT",
     "SESS_CHECKPOINT_CONFLICT",
     "SESS_CLOSED",
@@ -37,6 +40,7 @@ __all__ = [
     "SequencedEvent",
     "SessionCheckpoint",
     "SessionEventPage",
+    "SessionLease",
     "SessionListing",
     "SessionRecord",
     "SessionStatus",
@@ -44,6 +48,7 @@ __all__ = [
     "StatusTransitionResult",
     "check_cursor",
     "check_id",
+    "check_lease_ms",
     "check_limit",
     "check_timestamp",
     "format_time",
@@ -65,6 +70,8 @@ ID_MAX_CHARS: Final = 256
 JSON_MAX_BYTES: Final = 16 * 1_048_576
 """Largest compact JSON encoding of session metadata or a checkpoint payload (16 MiB)."""
 PAGE_MAX_LIMIT: Final = 1000
+LEASE_MAX_MS: Final = 86_400_000
+"""Longest lease one ``create`` or ``renew_lease`` grants (one day); owners renew well before."""
 
 SessionStatus: TypeAlias = Literal["active", "closed", "archived"]
 
@@ -73,11 +80,32 @@ class SessionStoreError(HarnessError):
     """A session store operation failed; ``code`` is one of the ten ``SESS_*`` codes."""
 
 
+class SessionLease(msgspec.Struct, frozen=True, kw_only=True):
+    """Who owns a session's writes, and until when (the store clock decides).
+
+    ``expires_at`` is ``None`` when the stored expiry cannot be read (a database written by
+    other code): such a lease is never live, so its owner's writes are refused, and never
+    expired, so it cannot be recovered either; any owner may take it over.
+    """
+
+    owner_id: str
+    expires_at: datetime | None
+
+    def live_at(self, now: datetime) -> bool:
+        """Whether the lease still holds at ``now`` (an aware time): its expiry is strictly later."""
+        return self.expires_at is not None and self.expires_at > now
+
+    def expired_at(self, now: datetime) -> bool:
+        """Whether the lease has run out by ``now`` (an aware time), so the session may be recovered."""
+        return self.expires_at is not None and self.expires_at <= now
+
+
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     """One session as stored.
 
     ``next_seq`` is the seq the next appended event gets; ``checkpoint_revision`` is 0
-    until the first checkpoint is saved.
+    until the first checkpoint is saved. ``metadata`` is the stored metadata object, and
+    ``lease`` the ownership lease it holds, read (``None`` while nobody has taken one).
     """
 
     session_id: str
@@ -88,10 +116,11 @@ class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     metadata: FrozenDict
     next_seq: int
     checkpoint_revision: int
+    lease: SessionLease | None = None
 
 
 class SessionListing(msgspec.Struct, frozen=True, kw_only=True):
-    """A session and how many events it holds, as :meth:`SqliteSessionStore.list` returns it."""
+    """A session and how many events it holds, as ``SessionStore.list`` returns it."""
 
     record: SessionRecord
     event_count: int
@@ -140,7 +169,7 @@ class SessionCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RecoverInterruptedResult(msgspec.Struct, frozen=True, kw_only=True):
-    """The outcome of :meth:`SqliteSessionStore.recover_interrupted`.
+    """The outcome of ``SessionStore.recover_interrupted``.
 
     ``recovered`` is true only for the caller that closed the session; ``event`` is the
     stored ``session.restored`` event when there is one.
@@ -151,12 +180,22 @@ class RecoverInterruptedResult(msgspec.Struct, frozen=True, kw_only=True):
     event: SequencedEvent | None
 
 
+def _storable_text(value: object) -> bool:
+    # A lone surrogate cannot be encoded as UTF-8, so no database could store it.
+    return type(value) is str and 1 <= len(value) <= ID_MAX_CHARS and not has_lone_surrogate(value)
+
+
 def check_id(value: object, name: str) -> str:
-    """``value`` if it is an exact ``str`` of 1..256 code points, else ``SESS_INVALID_RECORD``."""
-    if type(value) is not str or not 1 <= len(value) <= ID_MAX_CHARS:
+    """``value`` if it is an exact ``str`` of 1..256 code points without a lone surrogate.
+
+    Raises:
+        SessionStoreError: ``SESS_INVALID_RECORD``.
+    """
+    if not _storable_text(value):
         raise SessionStoreError(
             SESS_INVALID_RECORD, f"{name} must be a string of 1..{ID_MAX_CHARS} characters"
         )
+    assert isinstance(value, str)
     return value
 
 
@@ -175,9 +214,17 @@ def check_limit(value: object) -> int:
 
 
 def check_timestamp(value: object, name: str) -> str:
-    """``value`` if it is a non-empty exact ``str`` of at most 256 code points."""
-    if type(value) is not str or not 1 <= len(value) <= ID_MAX_CHARS:
+    """``value`` if it is a non-empty exact ``str`` of at most 256 code points (no lone surrogate)."""
+    if not _storable_text(value):
         raise SessionStoreError(SESS_INVALID_RECORD, f"{name} must be a timestamp string")
+    assert isinstance(value, str)
+    return value
+
+
+def check_lease_ms(value: object) -> int:
+    """``value`` if it is an exact ``int`` in 1..86 400 000 (one day), else ``SESS_INVALID_RECORD``."""
+    if type(value) is not int or not 1 <= value <= LEASE_MAX_MS:
+        raise SessionStoreError(SESS_INVALID_RECORD, f"lease_ms must be an integer from 1 to {LEASE_MAX_MS}")
     return value
 
 

@@ -1,7 +1,9 @@
 """Turning stored rows back into records, re-validating everything (spec §6.3).
 
 A row is never trusted: its payload is decoded through the event gates (so a corrupt payload
-raises the typed event error) and its indexed columns must agree with that payload.
+raises the typed event error) and its indexed columns must agree with that payload. Rows
+are tuples in the column order of the SQLite schema; the in-memory store keeps the same
+tuples, so both stores decode — and return — exactly the same records.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from msgspec import UNSET
 
 from harness_kernel._json import FrozenDict, JsonDataError, JsonValue, decode_json, freeze_json
 from harness_kernel.events._codec import deserialize_event
+from harness_kernel.store._leases import read_lease
 from harness_kernel.store._records import (
     SESS_INVALID_RECORD,
     SequencedEvent,
@@ -88,7 +91,7 @@ def decode_event_row(row: sqlite3.Row | tuple[object, ...]) -> SequencedEvent:
 
 
 def decode_session_row(row: sqlite3.Row | tuple[object, ...]) -> SessionRecord:
-    """A stored session row as a record, else ``SESS_INVALID_RECORD``."""
+    """A stored session row as a record (its lease read from the metadata), else ``SESS_INVALID_RECORD``."""
     session_id, task_id, status, created_at, closed_at, metadata, next_seq, revision = tuple(row)
     if (
         type(session_id) is not str
@@ -114,6 +117,7 @@ def decode_session_row(row: sqlite3.Row | tuple[object, ...]) -> SessionRecord:
         metadata=frozen,
         next_seq=next_seq,
         checkpoint_revision=revision,
+        lease=read_lease(frozen),
     )
 
 
