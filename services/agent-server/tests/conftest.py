@@ -6,7 +6,7 @@ import json
 import os
 import socket
 from collections.abc import AsyncGenerator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from wsproto.events import AcceptConnection, CloseConnection, Event, Request, Te
 from agent_server import ServerConfig, ServerHandle, ToolProviderContext, serve
 from agent_server.client import AcpClient, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
-from harness_kernel.store import SqliteSessionStore
+from harness_kernel.store import MemorySessionStore, SessionStore
 from harness_tools import Tool, create_echo_tool
 
 TOOL_SCRIPT = (
@@ -161,7 +161,7 @@ async def replay_all(client: AcpClient, session_id: str, *, page: int = 1000) ->
             return notes
 
 
-async def wait_for_closed_row(store: SqliteSessionStore, session_id: str) -> None:
+async def wait_for_closed_row(store: SessionStore, session_id: str) -> None:
     """Wait (at most 10 s) until the server has finished the session and closed its row."""
     # The store signals nothing, so polling is the only way to observe the row from outside.
     with trio.fail_after(10):
@@ -170,10 +170,17 @@ async def wait_for_closed_row(store: SqliteSessionStore, session_id: str) -> Non
 
 
 class ServerFactory:
-    """Starts servers rooted at ``<tmp>/root`` with the workspace ``ws`` and a store under ``<tmp>/state``."""
+    """Starts servers rooted at ``<tmp>/root`` with the workspace ``ws``.
 
-    def __init__(self, tmp_path: Path) -> None:
+    With ``store_kind="sqlite"`` a server keeps its sessions in a file under ``<tmp>/state``;
+    with ``"memory"`` in a :class:`MemorySessionStore` the factory opens and closes around
+    it. A test that names its own ``session_store``, ``db_path`` or ``persistence`` gets
+    exactly that.
+    """
+
+    def __init__(self, tmp_path: Path, store_kind: str = "sqlite") -> None:
         self.tmp_path = tmp_path
+        self.store_kind = store_kind
         self.root = tmp_path / "root"
         self.workspace = self.root / "ws"
         self.workspace.mkdir(parents=True, exist_ok=True)
@@ -187,8 +194,13 @@ class ServerFactory:
             "tools": echo_tools,
             "models": {"fake-model/v1": scripted},
         }
+        own_store = not {"session_store", "db_path", "persistence"} & options.keys()
         settings.update(options)
-        async with trio.open_nursery() as nursery:
+        async with AsyncExitStack() as stack:
+            if own_store and self.store_kind == "memory":
+                del settings["db_path"]
+                settings["session_store"] = await stack.enter_async_context(MemorySessionStore())
+            nursery = await stack.enter_async_context(trio.open_nursery())
             handle: ServerHandle = await nursery.start(serve, ServerConfig(**settings))
             try:
                 yield handle
@@ -203,7 +215,11 @@ class ServerFactory:
     wait_for_closed_row = staticmethod(wait_for_closed_row)
 
 
-@pytest.fixture
-def running(tmp_path: Path) -> ServerFactory:
-    """``async with running(**options) as handle`` serves until the block ends."""
-    return ServerFactory(tmp_path)
+@pytest.fixture(params=["sqlite", "memory"])
+def running(tmp_path: Path, request: pytest.FixtureRequest) -> ServerFactory:
+    """``async with running(**options) as handle`` serves until the block ends.
+
+    Every test runs twice: once with the server's sessions in SQLite, once in memory
+    (issue #16: the server's test suite runs with both stores).
+    """
+    return ServerFactory(tmp_path, request.param)

@@ -288,6 +288,8 @@ async def test_a_run_with_unanswered_permissions_is_stopped_at_its_wall_time_lim
         assert events[-1]["data"]["status"] == "canceled"
 
 
+# Only a store in a local file has a disk whose free space the server checks.
+@pytest.mark.parametrize("running", ["sqlite"], indirect=True)
 async def test_session_new_is_refused_while_the_disk_is_short_of_space_and_stores_nothing(
     running: ServerFactory, tmp_path: Path
 ) -> None:

@@ -143,7 +143,7 @@ async def test_a_store_failing_mid_run_answers_internal_error_and_keeps_the_row_
 class LeaseFailingStore(SqliteSessionStore):
     """A store whose lease refreshes always fail."""
 
-    async def set_metadata(self, session_id: str, metadata: Any, *, owner_id: str | None = None) -> Any:
+    async def renew_lease(self, session_id: str, owner_id: str, *, lease_ms: int) -> Any:
         raise OSError("lease write failed")
 
 

@@ -130,7 +130,7 @@ class AcpConnection:
             agent_name=AGENT_NAME,
             agent_version=__version__,
             capabilities=ServerCapabilities(
-                streaming=True, permissioning=True, sessions=self._state.store is not None
+                streaming=True, permissioning=True, sessions=self._state.persistent
             ),
             models=list(self._state.config.model_names),
         )

@@ -62,9 +62,9 @@ async def restore_session(
     Raises:
         AcpError: per the mapping of spec §8.
     """
-    store = state.store
-    if store is None:
+    if not state.persistent:
         raise SessionNotRestorableError("session persistence is disabled")
+    store = state.store
     session_id = params.session_id
     try:
         record = await store.get(session_id)

@@ -25,7 +25,7 @@ from agent_server._connection import AcpConnection
 from agent_server._sessions import ServerState
 from agent_server._transport import WebSocketDriver
 from agent_server.client import AcpClient, connect
-from harness_kernel.store import SessionStore, SqliteSessionStore
+from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
 
 __all__ = ["ServerHandle", "default_db_path", "default_token_path", "serve"]
 
@@ -208,7 +208,7 @@ class _Server:
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as connections:
-                if self._state.store is not None and self._config.retention_days is not None:
+                if self._config.retention_days is not None:
                     connections.start_soon(self._apply_retention)
                 with self._accepting:
                     async with trio.open_nursery() as acceptors:
@@ -233,7 +233,6 @@ class _Server:
         """Delete sessions closed longer ago than ``retention_days``, now and every hour."""
         store = self._state.store
         days = self._config.retention_days
-        assert store is not None
         assert days is not None
         with self._retention:
             while True:
@@ -468,8 +467,7 @@ class _Server:
 
     async def _check_ready(self) -> bool:
         try:
-            if self._state.store is not None:
-                await self._state.store.current_time()
+            await self._state.store.current_time()
             readiness = self._config.readiness_path
             if readiness is not None:
                 path = os.path.join(self._state.root, readiness)
@@ -506,29 +504,41 @@ async def serve(
         tokens = {DEFAULT_PRINCIPAL: generated}
     authenticator = Authenticator(tokens)
     _raise_descriptor_limit(config)
-    store = config.session_store
-    owned = False
-    if store is None and config.persistence:
-        path = config.db_path if config.db_path is not None else default_db_path(root)
-        await trio.to_thread.run_sync(_prepare_db, path)
-        store = SqliteSessionStore(path)
-        owned = True
+    store, owned, persistent = await _choose_store(config, root)
     try:
-        if owned and store is not None:
+        if owned:
             await store.__aenter__()  # opens the file now, so a bad path fails before binding
         listeners = await trio.open_tcp_listeners(config.port, host=config.host)
         # Only a store in a local file has a disk whose free space the server can check.
         sqlite = store if isinstance(store, SqliteSessionStore) else None
         storage = None if sqlite is None else await trio.to_thread.run_sync(_directory_of, sqlite.path)
-        state = ServerState(config=config, root=root, store=store, storage_directory=storage)
+        state = ServerState(
+            config=config, root=root, store=store, persistent=persistent, storage_directory=storage
+        )
         server = _Server(config, state, listeners, authenticator)
         port = listeners[0].socket.getsockname()[1]
         token = generated if generated is not None else config.auth_token
         task_status.started(ServerHandle(_url(config.host, port, config.path), port, token, server))
         await server.run()
     finally:
-        if owned and store is not None:
+        if owned:
             await store.aclose()
+
+
+async def _choose_store(config: ServerConfig, root: str) -> tuple[SessionStore, bool, bool]:
+    """The sessions' store, whether the server owns (opens and closes) it, and whether it persists.
+
+    A given ``session_store`` is used as it is; otherwise ``persistence`` opens SQLite at
+    ``db_path`` (or the default file), and without persistence sessions live in a
+    :class:`MemorySessionStore` that ``session/restore`` may not read (§4).
+    """
+    if config.session_store is not None:
+        return config.session_store, False, True
+    if not config.persistence:
+        return MemorySessionStore(now=config.now), True, False
+    path = config.db_path if config.db_path is not None else default_db_path(root)
+    await trio.to_thread.run_sync(_prepare_db, path)
+    return SqliteSessionStore(path), True, True
 
 
 def _directory_of(path: str | os.PathLike[str]) -> str:

@@ -50,7 +50,7 @@ from harness_kernel.manifest import TaskManifest, manifest_permissions
 from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
-from harness_kernel.store import SessionStore, SqliteEventStore
+from harness_kernel.store import SessionStore
 from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
 from harness_workspace.local import (
@@ -92,16 +92,15 @@ class ServerState:
 
     config: ServerConfig
     root: str
-    store: SessionStore | None
+    store: SessionStore
+    persistent: bool = True
     storage_directory: str | None = None
     active_session_ids: set[str] = field(default_factory=set[str])
     live_sessions: int = 0
 
     async def clock(self) -> datetime:
-        """The store clock when a store exists, else the configured ``now``."""
-        if self.store is not None:
-            return await self.store.current_time()
-        return self.config.now()
+        """The store clock, which also judges the sessions' leases."""
+        return await self.store.current_time()
 
     def reserve_session(self) -> None:
         """Take one server-wide session slot, synchronously (so pipelined requests cannot overrun it).
@@ -166,7 +165,6 @@ class Session:
     abort: AbortController = field(default_factory=AbortController)
     pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
     resolved: set[str] = field(default_factory=set[str])
-    next_seq: int = 0
     persistence_failed: bool = False
     finished: bool = False
     idle_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -280,8 +278,7 @@ class SessionManager:
             raise
         self._sessions[session.id] = session
         self._nursery.start_soon(self._idle_timer, session)
-        if self._state.store is not None:
-            self._nursery.start_soon(self._lease_refresh, session)
+        self._nursery.start_soon(self._lease_refresh, session)
         return NewSessionResult(session_id=session.id)
 
     async def _admit(self, params: NewSessionParams) -> Session:
@@ -327,25 +324,22 @@ class SessionManager:
             raise
         return session
 
-    async def _lease_metadata(self, session: Session) -> dict[str, object]:
-        now = await self._state.clock()
-        expiry = now + timedelta(milliseconds=self._config.session_lease_ms)
-        return {
+    async def _create_row(self, session: Session) -> None:
+        """Create the session's row and take its lease for this connection, in one transaction."""
+        metadata: dict[str, object] = {
             "kind": "agent-session",
             "workspace": session.workspace,
             "modelName": session.model_name,
-            "ownerId": self.owner_id,
             "principal": self._principal,
-            "leaseExpiresAt": format_time(expiry),
         }
-
-    async def _create_row(self, session: Session) -> None:
-        store = self._state.store
-        if store is None:
-            return
-        metadata = await self._lease_metadata(session)
-        record = await store.create(session.id, task_id=session.task_id, metadata=metadata)
-        if record.metadata.get("ownerId") != self.owner_id:
+        record = await self._state.store.create(
+            session.id,
+            task_id=session.task_id,
+            metadata=metadata,
+            owner_id=self.owner_id,
+            lease_ms=self._config.session_lease_ms,
+        )
+        if record.lease is None or record.lease.owner_id != self.owner_id:
             raise RuntimeError("session row belongs to another owner")
 
     async def _idle_timer(self, session: Session) -> None:
@@ -364,14 +358,12 @@ class SessionManager:
 
     async def _lease_refresh(self, session: Session) -> None:
         store = self._state.store
-        assert store is not None
         interval = max(0.5, self._config.session_lease_ms / 3000)
         with session.lease_scope:
             while True:
                 await trio.sleep(interval)
                 try:
-                    metadata = await self._lease_metadata(session)
-                    await store.set_metadata(session.id, metadata, owner_id=self.owner_id)
+                    await store.renew_lease(session.id, self.owner_id, lease_ms=self._config.session_lease_ms)
                 except Exception:
                     _log.exception("lease refresh failed for session %s", session.id)
                     session.persistence_failed = True
@@ -403,9 +395,11 @@ class SessionManager:
         await self._dispose_adapter(session)
         store = self._state.store
         try:
-            if store is not None and not keep_active:
+            if not keep_active:
                 with trio.CancelScope(shield=True):
                     await store.close(session.id, owner_id=self.owner_id)
+                    if not self._state.persistent:
+                        await self._forget_events(store)
         except Exception:
             _log.exception("closing the row of session %s failed", session.id)
         finally:
@@ -539,10 +533,17 @@ class SessionManager:
         )
 
     def _read_events(self, session_id: str) -> AsyncIterator[Event]:
-        store = self._state.store
-        if store is None:
-            raise RuntimeError("this server keeps no events to read")
-        return SqliteEventStore(store, session_id, owner_id=self.owner_id).read_session(session_id)
+        return self._state.store.event_log(session_id, owner_id=self.owner_id).read_session(session_id)
+
+    @staticmethod
+    async def _forget_events(store: SessionStore) -> None:
+        """Without persistence nothing can be restored: drop closed sessions at once.
+
+        The in-memory store would otherwise keep every event of a long-running server.
+        """
+        now = await store.current_time()
+        while await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
+            pass
 
     async def _run_limit_timer(self, session: Session) -> None:
         """Abort the run once it has run for ``max_run_ms`` (pending permissions are denied)."""
@@ -584,19 +585,14 @@ class SessionManager:
         await self._store(session, handover.pop())
 
     async def _store(self, session: Session, event: Event) -> None:
-        store = self._state.store
-        if store is not None:
-            try:
-                stored = await store.append(session.id, event, owner_id=self.owner_id)
-            except Exception:
-                session.persistence_failed = True
-                session.abort.abort("persistence failure")
-                raise
-            seq, event = stored.seq, stored.event
-            del stored
-        else:
-            seq = session.next_seq
-            session.next_seq += 1
+        try:
+            stored = await self._state.store.append(session.id, event, owner_id=self.owner_id)
+        except Exception:
+            session.persistence_failed = True
+            session.abort.abort("persistence failure")
+            raise
+        seq, event = stored.seq, stored.event
+        del stored
         if event.type == "permission.requested":
             permission_id: object = getattr(event.data, "permission_id", None)
             if type(permission_id) is str:
