@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
@@ -59,7 +57,19 @@ from harness_exit_gate._report import (
     validate_run_report,
 )
 from harness_exit_gate._trust import PROTECTED_PATHS, base_manifest_bytes, gate_inside_checkout, is_protected
-from harness_kernel.events import Event, EventType, create_event, serialize_event
+from harness_kernel.events import (
+    ErrorData,
+    Event,
+    EventData,
+    EventType,
+    RunRecordedData,
+    TaskPolicyDecisionData,
+    TaskUpdatedData,
+    create_event,
+    now_timestamp,
+    random_id,
+    serialize_event,
+)
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest, manifest_permissions
 from harness_kernel.policy import decide, path_allowed
 
@@ -128,11 +138,6 @@ class _Preflight(Exception):
         self.manifest: _Manifest | None = None
 
 
-def _now() -> str:
-    moment = datetime.now(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def _issues(error: ManifestParseError) -> tuple[Issue, ...]:
     return tuple(Issue(path=issue.path, message=issue.message) for issue in error.issues)
 
@@ -147,9 +152,9 @@ class _Manifest:
 @dataclass
 class _Run:
     options: RunOptions
-    run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
-    session_id: str = field(default_factory=lambda: f"sess-{uuid.uuid4()}")
-    started_at: str = field(default_factory=_now)
+    run_id: str = field(default_factory=lambda: random_id("run"))
+    session_id: str = field(default_factory=lambda: random_id("sess"))
+    started_at: str = field(default_factory=now_timestamp)
     events: list[Event] = field(default_factory=list[Event])
     failures: list[Failure] = field(default_factory=list[Failure])
     errors_emitted: set[str] = field(default_factory=set[str])
@@ -158,8 +163,8 @@ class _Run:
 
     # -------------------------------------------------------------- events
 
-    def emit(self, kind: EventType, data: dict[str, object]) -> Event:
-        event = create_event(kind, data, actor=ACTOR, at=_now())
+    def emit(self, kind: EventType, data: EventData) -> Event:
+        event = create_event(kind, data, actor=ACTOR, at=now_timestamp())
         self.events.append(event)
         return event
 
@@ -167,32 +172,33 @@ class _Run:
         assert self.task is not None
         self.emit(
             "policy.decision",
-            {
-                "taskId": self.task.id,
-                "sessionId": self.session_id,
-                "runId": self.run_id,
-                "action": action,
-                "subject": subject,
-                "effect": effect,
-                "reason": reason,
-            },
+            TaskPolicyDecisionData(
+                task_id=self.task.id,
+                session_id=self.session_id,
+                run_id=self.run_id,
+                action=action,
+                subject=subject,
+                effect=effect,
+                reason=reason,
+            ),
         )
 
     def error_event(self, failure: Failure) -> None:
         if failure.code in self.errors_emitted:
             return
         self.errors_emitted.add(failure.code)
-        data: dict[str, object] = {
-            "code": failure.code,
-            "message": failure.message,
-            "retryable": False,
-            "sessionId": self.session_id,
-            "runId": self.run_id,
-            "stage": failure.stage,
-        }
-        if self.task is not None:
-            data["taskId"] = self.task.id
-        self.emit("error", data)
+        self.emit(
+            "error",
+            ErrorData(
+                code=failure.code,
+                message=failure.message,
+                retryable=False,
+                task_id=UNSET if self.task is None else self.task.id,
+                session_id=self.session_id,
+                run_id=self.run_id,
+                stage=failure.stage,
+            ),
+        )
 
     def fail(self, stage: Stage, code: str, message: str, *, event: bool = False) -> None:
         failure = Failure(stage=stage, code=code, message=message)
@@ -488,7 +494,7 @@ def run_gate(options: RunOptions) -> RunOutcome:
         return _preflight_report(run, root, error)
     task = run.task
     assert task is not None
-    run.emit("task.updated", {"taskId": task.id, "phase": "running"})
+    run.emit("task.updated", TaskUpdatedData(task_id=task.id, phase="running"))
     pre_test, violations = _snapshot(run, context, "pre-tests")
     _scope_failures(run, violations)
     post_test: Snapshot | None = None
@@ -549,19 +555,17 @@ def _status(failures: list[Failure]) -> Status:
 def _terminal_events(
     run: _Run, task_id: str, status: Status, note: str | None, report_path: str | None
 ) -> list[str]:
-    data: dict[str, object] = {"taskId": task_id, "phase": "delivered" if status == "passed" else "blocked"}
-    if note is not None:
-        data["note"] = note
-    wires = [serialize_event(create_event("task.updated", data, actor=ACTOR, at=_now())).decode()]
+    phase = "delivered" if status == "passed" else "blocked"
+    events: list[tuple[EventType, EventData]] = [
+        ("task.updated", TaskUpdatedData(task_id=task_id, phase=phase, note=UNSET if note is None else note))
+    ]
     if report_path is not None:
-        receipt: dict[str, object] = {
-            "runId": run.run_id,
-            "taskId": task_id,
-            "status": status,
-            "reportPath": report_path,
-        }
-        wires.append(serialize_event(create_event("run.recorded", receipt, actor=ACTOR, at=_now())).decode())
-    return wires
+        receipt = RunRecordedData(run_id=run.run_id, task_id=task_id, status=status, report_path=report_path)
+        events.append(("run.recorded", receipt))
+    return [
+        serialize_event(create_event(kind, data, actor=ACTOR, at=now_timestamp())).decode()
+        for kind, data in events
+    ]
 
 
 def _persist(run: _Run, directory: Path | None, task_id: str | None) -> bool:
@@ -599,7 +603,7 @@ def _finish(
         run.error_event(_primary(run.failures, _status(run.failures)))
     canonical = f"tasks/runs/{run.run_id}/report.json"
     directory, persisted = _store_companion(run, root, task.id)
-    finished_at = _now()
+    finished_at = now_timestamp()
     wires = [serialize_event(event).decode() for event in run.events]
     pull_request = run.options.pull_request_url
 
@@ -700,7 +704,7 @@ def _preflight_report(run: _Run, root: str | None, error: _Preflight) -> RunOutc
     if target_directory is not None:
         persisted = _persist(run, target_directory, task.id if task is not None else None)
     wires = tuple(serialize_event(event).decode() for event in run.events)
-    finished_at = _now()
+    finished_at = now_timestamp()
 
     def build(report_path: str, written: bool) -> RunPreflightReport:
         return RunPreflightReport(
