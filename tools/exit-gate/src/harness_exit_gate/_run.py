@@ -594,6 +594,90 @@ def _store_companion(run: _Run, root: str, task_id: str) -> tuple[Path | None, b
     return directory, _persist(run, directory, task_id)
 
 
+@dataclass
+class _ReportBuilder:
+    """Builds the run report of a finished run, at whichever path it ends up written to."""
+
+    run: _Run
+    task: TaskManifest
+    policy: PolicySummary
+    tests: TestsRecord | None
+    git: GitEvidence | None
+    persisted: bool
+    wires: tuple[str, ...]
+    finished_at: str = field(default_factory=now_timestamp)
+
+    def build(self, report_path: str | None, intended: str, *, stripped: bool) -> RunReport:
+        run, task = self.run, self.task
+        status = _status(run.failures)
+        failure = _primary(run.failures, status) if run.failures else None
+        note = failure.message if failure is not None else None
+        written = report_path is not None
+        pr: str | UnsetType = UNSET
+        if run.options.pull_request_url:
+            pr = run.options.pull_request_url
+        elif status == "passed":
+            pr = f"branch: tasks/{task.id}"
+        return RunReport(
+            schema=CURRENT_RUN_REPORT_SCHEMA,
+            run_id=run.run_id,
+            status=status,
+            started_at=run.started_at,
+            finished_at=self.finished_at,
+            branch=f"tasks/{task.id}",
+            task=TaskRef(id=task.id, title=task.title, path=f"tasks/{task.id}.yaml"),
+            policy=self.policy,
+            tests=UNSET if self.tests is None or stripped else self.tests,
+            git=UNSET if self.git is None or stripped else self.git,
+            failure=UNSET if failure is None else failure,
+            failures=UNSET if not run.failures else tuple(run.failures),
+            events=(*self.wires, *_terminal_events(run, task.id, status, note, report_path)),
+            deliverables=Deliverables(
+                pull_request=pr,
+                artifacts=(f"tasks/runs/{run.run_id}/session.sqlite",) if self.persisted else (),
+                report_path=report_path if written else intended,
+                report_written=written,
+                session_id=run.session_id if self.persisted else UNSET,
+            ),
+        )
+
+    def valid(self, report_path: str | None, intended: str) -> RunReport:
+        """The report, or, when it does not validate, the report without tests and git evidence."""
+        report = self.build(report_path, intended, stripped=False)
+        try:
+            validate_run_report(encode_report(report))
+        except RunReportError as error:
+            if not any(failure.code == "REPORT_CONSTRUCTION_FAILED" for failure in self.run.failures):
+                self.run.fail("report", "REPORT_CONSTRUCTION_FAILED", error.message)
+            report = self.build(report_path, intended, stripped=True)
+        return report
+
+
+def _write_report(
+    builder: _ReportBuilder, directory: Path | None, canonical: str
+) -> tuple[RunReport, str | None]:
+    """Write the report into the run directory, else the fallback; return it and where it went."""
+    run = builder.run
+    report = builder.valid(canonical, canonical)
+    if directory is not None:
+        try:
+            write_atomically(directory, "report.json", encode_report(report))
+            return report, canonical
+        except EvidenceError as error:
+            run.fail("report", "REPORT_WRITE_FAILED", str(error))
+    else:
+        run.fail("report", "REPORT_WRITE_FAILED", "the run directory is unavailable")
+    try:
+        fallback = fallback_directory()
+        path = str(fallback / "report.json")
+        report = builder.valid(path, canonical)
+        write_atomically(fallback, "report.json", encode_report(report))
+        return report, path
+    except EvidenceError as error:
+        run.fail("report", "REPORT_FALLBACK_WRITE_FAILED", str(error))
+        return builder.valid(None, canonical), None
+
+
 def _finish(
     run: _Run, root: str, policy: PolicySummary, tests: TestsRecord | None, git: GitEvidence | None
 ) -> RunOutcome:
@@ -603,78 +687,20 @@ def _finish(
         run.error_event(_primary(run.failures, _status(run.failures)))
     canonical = f"tasks/runs/{run.run_id}/report.json"
     directory, persisted = _store_companion(run, root, task.id)
-    finished_at = now_timestamp()
-    wires = [serialize_event(event).decode() for event in run.events]
-    pull_request = run.options.pull_request_url
-
-    def build(report_path: str | None, intended: str, *, stripped: bool) -> RunReport:
-        status = _status(run.failures)
-        failure = _primary(run.failures, status) if run.failures else None
-        note = failure.message if failure is not None else None
-        written = report_path is not None
-        pr: str | UnsetType = UNSET
-        if pull_request:
-            pr = pull_request
-        elif status == "passed":
-            pr = f"branch: tasks/{task.id}"
-        return RunReport(
-            schema=CURRENT_RUN_REPORT_SCHEMA,
-            run_id=run.run_id,
-            status=status,
-            started_at=run.started_at,
-            finished_at=finished_at,
-            branch=f"tasks/{task.id}",
-            task=TaskRef(id=task.id, title=task.title, path=f"tasks/{task.id}.yaml"),
-            policy=policy,
-            tests=UNSET if tests is None or stripped else tests,
-            git=UNSET if git is None or stripped else git,
-            failure=UNSET if failure is None else failure,
-            failures=UNSET if not run.failures else tuple(run.failures),
-            events=(*wires, *_terminal_events(run, task.id, status, note, report_path)),
-            deliverables=Deliverables(
-                pull_request=pr,
-                artifacts=(f"tasks/runs/{run.run_id}/session.sqlite",) if persisted else (),
-                report_path=report_path if written else intended,
-                report_written=written,
-                session_id=run.session_id if persisted else UNSET,
-            ),
-        )
-
-    def valid(report_path: str | None, intended: str) -> RunReport:
-        report = build(report_path, intended, stripped=False)
-        try:
-            validate_run_report(encode_report(report))
-        except RunReportError as error:
-            if not any(failure.code == "REPORT_CONSTRUCTION_FAILED" for failure in run.failures):
-                run.fail("report", "REPORT_CONSTRUCTION_FAILED", error.message)
-            report = build(report_path, intended, stripped=True)
-        return report
-
-    report = valid(canonical, canonical)
-    written_to: str | None = None
-    if directory is not None:
-        try:
-            write_atomically(directory, "report.json", encode_report(report))
-            written_to = canonical
-        except EvidenceError as error:
-            run.fail("report", "REPORT_WRITE_FAILED", str(error))
-    else:
-        run.fail("report", "REPORT_WRITE_FAILED", "the run directory is unavailable")
-    if written_to is None:
-        try:
-            fallback = fallback_directory()
-            path = str(fallback / "report.json")
-            report = valid(path, canonical)
-            write_atomically(fallback, "report.json", encode_report(report))
-            written_to = path
-        except EvidenceError as error:
-            run.fail("report", "REPORT_FALLBACK_WRITE_FAILED", str(error))
-            report = valid(None, canonical)
-    data = encode_report(report)
+    builder = _ReportBuilder(
+        run=run,
+        task=task,
+        policy=policy,
+        tests=tests,
+        git=git,
+        persisted=persisted,
+        wires=tuple(serialize_event(event).decode() for event in run.events),
+    )
+    report, written_to = _write_report(builder, directory, canonical)
     passed = report.status == "passed" and written_to == canonical
     return RunOutcome(
         exit_code=0 if passed else 1,
-        report=data,
+        report=encode_report(report),
         report_path=written_to or canonical,
         report_written=written_to is not None,
         failures=tuple((failure.code, failure.message) for failure in run.failures),
