@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Literal, TypedDict, TypeVar, cast
 
 import trio
 from msgspec import UNSET, UnsetType
@@ -116,6 +116,17 @@ _T = TypeVar("_T")
 def _given(value: _T | None) -> _T | UnsetType:
     """An optional field of a payload: ``None`` leaves it out of the event."""
     return UNSET if value is None else value
+
+
+class _PermissionFields(TypedDict):
+    """What a permission request and both of its events say alike (their subject differs:
+    ``None`` on the request, left out of the events)."""
+
+    permission_id: str
+    session_id: str
+    call_id: str
+    action: str
+    scope: Literal["once", "run"]
 
 
 def _event_usage(usage: Usage) -> EventUsage:
@@ -528,41 +539,23 @@ class _Loop:
         call_id: str,
     ) -> tuple[str, str] | None:
         scope = intent.scope or "once"
-        permission_id = self.new_id("perm")
-        subject = _given(intent.subject)
-        requested = PermissionRequestedData(
-            permission_id=permission_id,
+        shared = _PermissionFields(
+            permission_id=self.new_id("perm"),
             session_id=self.session_id,
             call_id=call_id,
             action=intent.action,
-            subject=subject,
             scope=scope,
-            reason=reason,
         )
+        subject = _given(intent.subject)
+        requested = PermissionRequestedData(**shared, subject=subject, reason=reason)
         await self.emit("permission.requested", requested)
-        answer, canceled = await self.wait_for_answer(
-            PermissionRequest(
-                permission_id=permission_id,
-                session_id=self.session_id,
-                call_id=call_id,
-                action=intent.action,
-                subject=intent.subject,
-                scope=scope,
-                reason=reason,
-            )
-        )
+        request = PermissionRequest(**shared, subject=intent.subject, reason=reason)
+        answer, canceled = await self.wait_for_answer(request)
         actor = "kernel" if type(answer) is str else "operator"
         resolution = PermissionResolution("deny", answer) if type(answer) is str else answer
         assert type(resolution) is PermissionResolution
         resolved = PermissionResolvedData(
-            permission_id=permission_id,
-            session_id=self.session_id,
-            call_id=call_id,
-            action=intent.action,
-            subject=subject,
-            scope=scope,
-            decision=resolution.decision,
-            note=_given(resolution.note),
+            **shared, subject=subject, decision=resolution.decision, note=_given(resolution.note)
         )
         await self.emit("permission.resolved", resolved, actor=actor)
         if canceled:
