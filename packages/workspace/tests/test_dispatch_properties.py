@@ -11,11 +11,13 @@ from typing import cast
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from workspace_dispatch_fixtures import (
+    TripwireWorkspace,
+)
 from workspace_dispatch_strategies import (
     COMMAND_KEYS,
     PROPERTY_SETTINGS,
     RecordingWorkspace,
-    TripwireWorkspace,
     any_value,
     malformed_commands,
     malformed_requests,

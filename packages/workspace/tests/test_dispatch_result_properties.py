@@ -14,10 +14,12 @@ from typing import Final, cast
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from workspace_dispatch_fixtures import (
+    MAX_SAFE_INTEGER,
+)
 from workspace_dispatch_strategies import (
     MAX_ARRAY_LENGTH,
     MAX_DEPTH,
-    MAX_SAFE_INTEGER,
     PROPERTY_SETTINGS,
     ListSubclass,
     ScriptedWorkspace,

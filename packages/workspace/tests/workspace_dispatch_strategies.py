@@ -14,6 +14,11 @@ from typing import Final, TypeVar, cast
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from workspace_dispatch_fixtures import (
+    MAX_SAFE_INTEGER,
+    IntSubclass,
+    build_command_request,
+)
 
 from harness_workspace import (
     WORKSPACE_CAPABILITIES,
@@ -24,7 +29,6 @@ from harness_workspace import (
     WorkspaceSnapshot,
 )
 
-MAX_SAFE_INTEGER: Final = 2**53 - 1
 MAX_ARRAY_LENGTH: Final = 100_000
 MAX_DEPTH: Final = 64
 VOCABULARY: Final = frozenset(WORKSPACE_CAPABILITIES)
@@ -118,26 +122,11 @@ class ScriptedWorkspace:
         return self.answer
 
 
-class TripwireWorkspace:
-    """Records every attribute lookup; binding a workspace must not start for a bad request."""
-
-    def __init__(self) -> None:
-        self.touched: list[str] = []
-
-    def __getattr__(self, name: str) -> object:
-        self.touched.append(name)
-        raise AttributeError(name)
-
-
 # ------------------------------------------------------------------ odd values
 
 
 class StrSubclass(str):
     """A ``str`` subclass."""
-
-
-class IntSubclass(int):
-    """An ``int`` subclass."""
 
 
 class FloatSubclass(float):
@@ -227,7 +216,6 @@ def pending_signal() -> AbortSignal:
     return AbortController().signal
 
 
-build_command_request = cast("Callable[..., CommandRequest]", CommandRequest)
 build_command_result = cast("Callable[..., CommandResult]", CommandResult)
 build_snapshot = cast("Callable[..., WorkspaceSnapshot]", WorkspaceSnapshot)
 
