@@ -604,8 +604,12 @@ class _ReportBuilder:
     tests: TestsRecord | None
     git: GitEvidence | None
     persisted: bool
-    wires: tuple[str, ...]
     finished_at: str = field(default_factory=now_timestamp)
+    wires: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The events of the run so far, serialised once; the terminal pair is added per build.
+        self.wires = tuple(serialize_event(event).decode() for event in self.run.events)
 
     def build(self, report_path: str | None, intended: str, *, stripped: bool) -> RunReport:
         run, task = self.run, self.task
@@ -687,15 +691,7 @@ def _finish(
         run.error_event(_primary(run.failures, _status(run.failures)))
     canonical = f"tasks/runs/{run.run_id}/report.json"
     directory, persisted = _store_companion(run, root, task.id)
-    builder = _ReportBuilder(
-        run=run,
-        task=task,
-        policy=policy,
-        tests=tests,
-        git=git,
-        persisted=persisted,
-        wires=tuple(serialize_event(event).decode() for event in run.events),
-    )
+    builder = _ReportBuilder(run=run, task=task, policy=policy, tests=tests, git=git, persisted=persisted)
     report, written_to = _write_report(builder, directory, canonical)
     passed = report.status == "passed" and written_to == canonical
     return RunOutcome(
