@@ -10,7 +10,8 @@ drift hits them alike:
 - ``dispatch(adapter)``: ``invoke_workspace_operation`` on the raw adapter, binding
   included, as a caller holding an unbound adapter pays it;
 - ``dispatch(bound)``: the dispatcher on a facade bound once;
-- ``view``: a one-operation view from ``restrict_workspace``.
+- ``view``: a one-operation view from ``restrict_workspace``;
+- ``dispatch(view)``: the dispatcher on such a view, as a tool (``read_file``) calls it.
 
 It prints µs per operation (best and median of the rounds), and the ratio and absolute
 overhead against the direct call measured in the same run. The project's target: the
@@ -124,6 +125,9 @@ async def run(iterations: int, rounds: int) -> int:
                 facade, {"operation": "read_file", "path": path}
             ),
             "view": lambda: read_view.read_file(path),
+            "dispatch(view)": lambda: invoke_workspace_operation(
+                read_view, {"operation": "read_file", "path": path}
+            ),
         },
         "list_files (1,000 names)": {
             "direct": lambda: adapter.list_files("src"),
@@ -134,6 +138,9 @@ async def run(iterations: int, rounds: int) -> int:
                 facade, {"operation": "list_files", "path": "src"}
             ),
             "view": lambda: list_view.list_files("src"),
+            "dispatch(view)": lambda: invoke_workspace_operation(
+                list_view, {"operation": "list_files", "path": "src"}
+            ),
         },
         "execute": {
             "direct": lambda: adapter.execute(command),
@@ -144,12 +151,16 @@ async def run(iterations: int, rounds: int) -> int:
                 facade, {"operation": "execute", "command": {"argv": ["make", "test"]}}
             ),
             "view": lambda: execute_view.execute(command),
+            "dispatch(view)": lambda: invoke_workspace_operation(
+                execute_view, {"operation": "execute", "command": {"argv": ["make", "test"]}}
+            ),
         },
         "snapshot": {
             "direct": adapter.snapshot,
             "dispatch(adapter)": lambda: invoke_workspace_operation(adapter, {"operation": "snapshot"}),
             "dispatch(bound)": lambda: invoke_workspace_operation(facade, {"operation": "snapshot"}),
             "view": snapshot_view.snapshot,
+            "dispatch(view)": lambda: invoke_workspace_operation(snapshot_view, {"operation": "snapshot"}),
         },
     }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import importlib
 import types
 from collections.abc import Awaitable, Callable
 from typing import Final, cast
@@ -310,6 +311,28 @@ async def test_read_file_returns_path_content_and_size() -> None:
     out = await tool.execute(ReadFileParameters(path="README.md"), reading(adapter))
 
     assert out == {"path": "README.md", "content": "# demo\n", "size": 7}
+    assert adapter.calls == [("read_file", ("README.md",))]
+
+
+async def test_a_read_through_a_view_is_one_request_parsed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tool's request reaches the adapter through the dispatcher and the view without a
+    # second request being built and parsed inside the view (issue #16).
+    dispatch = importlib.import_module("harness_workspace._dispatch")
+    parse = dispatch.parse_request
+    parsed: list[object] = []
+
+    def counting_parse(request: object) -> object:
+        parsed.append(request)
+        return parse(request)
+
+    monkeypatch.setattr(dispatch, "parse_request", counting_parse)
+    adapter = MemoryWorkspace({"README.md": "# demo\n"})
+    tool = create_read_file_tool(ROOT)
+
+    out = await tool.execute(ReadFileParameters(path="README.md"), reading(adapter))
+
+    assert out == {"path": "README.md", "content": "# demo\n", "size": 7}
+    assert parsed == [{"operation": "read_file", "path": "README.md"}]
     assert adapter.calls == [("read_file", ("README.md",))]
 
 

@@ -593,7 +593,7 @@ async def test_a_view_of_a_view_refuses_what_the_outer_view_does_not_grant() -> 
     assert adapter.calls == []
 
 
-async def test_views_of_views_revalidate_snapshots_at_every_layer() -> None:
+async def test_views_of_views_return_the_same_validated_read_only_snapshot() -> None:
     adapter = memory()
     inner = restrict_workspace(adapter, "snapshot")
     outer = restrict_workspace(inner, "snapshot")

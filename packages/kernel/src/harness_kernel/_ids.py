@@ -28,8 +28,10 @@ def random_id(prefix: str) -> str:
 
 def format_timestamp(moment: datetime) -> str:
     """``moment`` in UTC as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (a naive time is taken as UTC)."""
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    utc = moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
+    # isoformat pads the year to four digits (strftime's %Y does not below 1000) and
+    # truncates, never rounds, to milliseconds.
+    return utc.isoformat(timespec="milliseconds") + "Z"
 
 
 def now_timestamp() -> str:

@@ -207,13 +207,19 @@ class _Decoder:
     def issue(self, path: str, message: str) -> None:
         self.issues.append((path, message))
 
-    def mapping(self, value: object, path: str, allowed: tuple[str, ...]) -> dict[str, object] | None:
+    def any_mapping(self, value: object, path: str) -> dict[object, object] | None:
+        """``value`` if it is a mapping (any keys), else ``None`` with an issue unless refused."""
         if is_refused(value):
             return None
         if type(value) is not dict:
             self.issue(path, f"expected a mapping, got {describe_kind(value)}")
             return None
-        mapping = cast("dict[object, object]", value)
+        return cast("dict[object, object]", value)
+
+    def mapping(self, value: object, path: str, allowed: tuple[str, ...]) -> dict[str, object] | None:
+        mapping = self.any_mapping(value, path)
+        if mapping is None:
+            return None
         plain: dict[str, object] = {}
         for key, item in mapping.items():
             if type(key) is not str:
@@ -404,12 +410,9 @@ class _Decoder:
         return tuple(invariants)
 
     def invariant(self, value: object, path: str) -> EventInvariant | None:
-        if is_refused(value):
+        mapping = self.any_mapping(value, path)
+        if mapping is None:
             return None
-        if type(value) is not dict:
-            self.issue(path, f"expected a mapping, got {describe_kind(value)}")
-            return None
-        mapping = cast("dict[object, object]", value)
         event_type = None
         fields: list[tuple[str, InvariantValue]] = []
         for key, item in mapping.items():

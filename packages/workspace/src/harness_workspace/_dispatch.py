@@ -244,6 +244,23 @@ def restrict_workspace(value: object, capability: str) -> Workspace:
     return view
 
 
+def _adapter_methods(workspace: object, operation: str) -> tuple[_Method, ...]:
+    """The adapter's captured methods behind ``workspace``, once every view on the way grants ``operation``.
+
+    The request is parsed once, by the caller: asking a view's own method instead would build
+    the request again and parse it a second time (and link an ``execute`` signal twice) for
+    every layer. Each view still refuses, with its own message, an operation it does not grant.
+    """
+    target = workspace
+    while type(target) is _WorkspaceView:
+        if target._granted != operation:
+            raise target._refuse(operation)
+        target = target._bound
+    if type(target) is _BoundWorkspace:
+        return target._methods
+    return _capture(target)
+
+
 @overload
 async def invoke_workspace_operation(workspace: object, request: ReadFileRequest) -> str: ...
 @overload
@@ -264,7 +281,9 @@ async def invoke_workspace_operation(workspace: object, request: object) -> obje
     """Validate ``request``, call exactly one operation of ``workspace``, validate its result.
 
     The request is parsed and copied before the workspace is bound, so a bad request wins
-    over a missing workspace and never reaches the adapter. Whatever the adapter raises
+    over a missing workspace and never reaches the adapter. Through a view (or a view of a
+    view) it is parsed once and its result validated once: the dispatcher checks each view's
+    grant itself and calls the adapter directly. Whatever the adapter raises
     propagates as the same object; a malformed return is never turned into success.
 
     Returns:
@@ -279,11 +298,7 @@ async def invoke_workspace_operation(workspace: object, request: object) -> obje
         WorkspaceOperationUnsupportedError: the workspace lacks one of the seven operations.
     """
     rule, arguments = parse_request(request)
-    if type(workspace) is _BoundWorkspace or type(workspace) is _WorkspaceView:
-        methods = workspace._methods
-    else:
-        methods = _capture(workspace)
-    result = methods[rule.index](*arguments)
+    result = _adapter_methods(workspace, rule.name)[rule.index](*arguments)
     if is_awaitable(result):
         result = await result
     return rule.validate_result(result)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import stat
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,6 +14,7 @@ from typing import Any, Final, Literal
 from agent_server._auth import DEFAULT_PRINCIPAL, check_principal, check_token
 from agent_server._errors import InvalidParamsError
 from agent_server._protocol import utf8_size
+from harness_kernel.events import random_id
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
 from harness_kernel.models import FakeModel, Model, ModelAdapter
 from harness_kernel.runtime import MinimalAgentRuntime
@@ -73,10 +73,6 @@ def _no_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def _uuid_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4()}"
 
 
 def read_task_manifest(workspace: str, task_id: str) -> TaskManifest:
@@ -167,7 +163,7 @@ class ServerConfig:
     load_manifest: Callable[[str, str], TaskManifest] = read_task_manifest
     runtime: Callable[[], MinimalAgentRuntime] = MinimalAgentRuntime
     now: Callable[[], datetime] = _utc_now
-    new_id: Callable[[str], str] = _uuid_id
+    new_id: Callable[[str], str] = random_id
 
     def __post_init__(self) -> None:
         for name in ("host", "path", "workspace_root"):

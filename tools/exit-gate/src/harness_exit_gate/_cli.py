@@ -6,32 +6,22 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Final, NoReturn
+from typing import Final
 
 from harness_exit_gate._manifest_file import load_task_manifest_file
 from harness_exit_gate._run import DEFAULT_TEST_COMMAND, DEFAULT_TIMEOUT_MS, RunOptions, run_gate
+from harness_exit_gate._usage import EXIT_FAILED, EXIT_OK, RaisingParser, UsageError
 from harness_kernel.manifest import ManifestParseError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 
 PROG: Final = "harness-exit-gate"
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Task manifests and the changed-path exit gate.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser = RaisingParser(prog=PROG, description="Task manifests and the changed-path exit gate.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=RaisingParser)
     validate = commands.add_parser("validate", help="check manifests against the schema")
     validate.add_argument("manifests", nargs="*", metavar="MANIFEST")
     run = commands.add_parser("run", help="run the exit gate for one task manifest")
@@ -106,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 failed or invalid, 2 usage)."""
     try:
         arguments = _parser().parse_args(argv)
-    except _UsageError as error:
+    except UsageError as error:
         return _usage(str(error))
     except SystemExit as exit_:  # --help
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 
 import msgspec
 import trio
@@ -14,6 +14,7 @@ import trio
 from harness_exit_gate._errors import RunReportError
 from harness_exit_gate._manifest_file import load_task_manifest_file
 from harness_exit_gate._report import validate_report_artifact
+from harness_exit_gate._usage import EXIT_FAILED, EXIT_OK, RaisingParser, UsageError
 from harness_kernel.evals import (
     InvariantCheckError,
     Scenario,
@@ -27,22 +28,11 @@ from harness_kernel.manifest import ManifestParseError, TaskManifest
 __all__ = ["main"]
 
 PROG: Final = "harness-eval"
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
 EXIT_NONE: Final = 2
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Run golden scenarios from tasks/scenarios/.")
+    parser = RaisingParser(prog=PROG, description="Run golden scenarios from tasks/scenarios/.")
     parser.add_argument(
         "scenarios", nargs="*", metavar="SCENARIO", help="a path, or a bare name in tasks/scenarios/"
     )
@@ -110,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the scenarios: exit 0 when all pass, 1 on any failure, 2 when none are found or on misuse."""
     try:
         arguments = _parser().parse_args(argv)
-    except _UsageError as error:
+    except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return EXIT_NONE
     except SystemExit as exit_:  # --help

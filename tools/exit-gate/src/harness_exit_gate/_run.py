@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal, TypeAlias
 
@@ -59,7 +57,19 @@ from harness_exit_gate._report import (
     validate_run_report,
 )
 from harness_exit_gate._trust import PROTECTED_PATHS, base_manifest_bytes, gate_inside_checkout, is_protected
-from harness_kernel.events import Event, EventType, create_event, serialize_event
+from harness_kernel.events import (
+    ErrorData,
+    Event,
+    EventData,
+    EventType,
+    RunRecordedData,
+    TaskPolicyDecisionData,
+    TaskUpdatedData,
+    create_event,
+    now_timestamp,
+    random_id,
+    serialize_event,
+)
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest, manifest_permissions
 from harness_kernel.policy import decide, path_allowed
 
@@ -128,11 +138,6 @@ class _Preflight(Exception):
         self.manifest: _Manifest | None = None
 
 
-def _now() -> str:
-    moment = datetime.now(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def _issues(error: ManifestParseError) -> tuple[Issue, ...]:
     return tuple(Issue(path=issue.path, message=issue.message) for issue in error.issues)
 
@@ -147,9 +152,9 @@ class _Manifest:
 @dataclass
 class _Run:
     options: RunOptions
-    run_id: str = field(default_factory=lambda: f"run-{uuid.uuid4()}")
-    session_id: str = field(default_factory=lambda: f"sess-{uuid.uuid4()}")
-    started_at: str = field(default_factory=_now)
+    run_id: str = field(default_factory=lambda: random_id("run"))
+    session_id: str = field(default_factory=lambda: random_id("sess"))
+    started_at: str = field(default_factory=now_timestamp)
     events: list[Event] = field(default_factory=list[Event])
     failures: list[Failure] = field(default_factory=list[Failure])
     errors_emitted: set[str] = field(default_factory=set[str])
@@ -158,8 +163,8 @@ class _Run:
 
     # -------------------------------------------------------------- events
 
-    def emit(self, kind: EventType, data: dict[str, object]) -> Event:
-        event = create_event(kind, data, actor=ACTOR, at=_now())
+    def emit(self, kind: EventType, data: EventData) -> Event:
+        event = create_event(kind, data, actor=ACTOR, at=now_timestamp())
         self.events.append(event)
         return event
 
@@ -167,32 +172,33 @@ class _Run:
         assert self.task is not None
         self.emit(
             "policy.decision",
-            {
-                "taskId": self.task.id,
-                "sessionId": self.session_id,
-                "runId": self.run_id,
-                "action": action,
-                "subject": subject,
-                "effect": effect,
-                "reason": reason,
-            },
+            TaskPolicyDecisionData(
+                task_id=self.task.id,
+                session_id=self.session_id,
+                run_id=self.run_id,
+                action=action,
+                subject=subject,
+                effect=effect,
+                reason=reason,
+            ),
         )
 
     def error_event(self, failure: Failure) -> None:
         if failure.code in self.errors_emitted:
             return
         self.errors_emitted.add(failure.code)
-        data: dict[str, object] = {
-            "code": failure.code,
-            "message": failure.message,
-            "retryable": False,
-            "sessionId": self.session_id,
-            "runId": self.run_id,
-            "stage": failure.stage,
-        }
-        if self.task is not None:
-            data["taskId"] = self.task.id
-        self.emit("error", data)
+        self.emit(
+            "error",
+            ErrorData(
+                code=failure.code,
+                message=failure.message,
+                retryable=False,
+                task_id=UNSET if self.task is None else self.task.id,
+                session_id=self.session_id,
+                run_id=self.run_id,
+                stage=failure.stage,
+            ),
+        )
 
     def fail(self, stage: Stage, code: str, message: str, *, event: bool = False) -> None:
         failure = Failure(stage=stage, code=code, message=message)
@@ -488,7 +494,7 @@ def run_gate(options: RunOptions) -> RunOutcome:
         return _preflight_report(run, root, error)
     task = run.task
     assert task is not None
-    run.emit("task.updated", {"taskId": task.id, "phase": "running"})
+    run.emit("task.updated", TaskUpdatedData(task_id=task.id, phase="running"))
     pre_test, violations = _snapshot(run, context, "pre-tests")
     _scope_failures(run, violations)
     post_test: Snapshot | None = None
@@ -549,19 +555,17 @@ def _status(failures: list[Failure]) -> Status:
 def _terminal_events(
     run: _Run, task_id: str, status: Status, note: str | None, report_path: str | None
 ) -> list[str]:
-    data: dict[str, object] = {"taskId": task_id, "phase": "delivered" if status == "passed" else "blocked"}
-    if note is not None:
-        data["note"] = note
-    wires = [serialize_event(create_event("task.updated", data, actor=ACTOR, at=_now())).decode()]
+    phase = "delivered" if status == "passed" else "blocked"
+    events: list[tuple[EventType, EventData]] = [
+        ("task.updated", TaskUpdatedData(task_id=task_id, phase=phase, note=UNSET if note is None else note))
+    ]
     if report_path is not None:
-        receipt: dict[str, object] = {
-            "runId": run.run_id,
-            "taskId": task_id,
-            "status": status,
-            "reportPath": report_path,
-        }
-        wires.append(serialize_event(create_event("run.recorded", receipt, actor=ACTOR, at=_now())).decode())
-    return wires
+        receipt = RunRecordedData(run_id=run.run_id, task_id=task_id, status=status, report_path=report_path)
+        events.append(("run.recorded", receipt))
+    return [
+        serialize_event(create_event(kind, data, actor=ACTOR, at=now_timestamp())).decode()
+        for kind, data in events
+    ]
 
 
 def _persist(run: _Run, directory: Path | None, task_id: str | None) -> bool:
@@ -590,6 +594,94 @@ def _store_companion(run: _Run, root: str, task_id: str) -> tuple[Path | None, b
     return directory, _persist(run, directory, task_id)
 
 
+@dataclass
+class _ReportBuilder:
+    """Builds the run report of a finished run, at whichever path it ends up written to."""
+
+    run: _Run
+    task: TaskManifest
+    policy: PolicySummary
+    tests: TestsRecord | None
+    git: GitEvidence | None
+    persisted: bool
+    finished_at: str = field(default_factory=now_timestamp)
+    wires: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The events of the run so far, serialised once; the terminal pair is added per build.
+        self.wires = tuple(serialize_event(event).decode() for event in self.run.events)
+
+    def build(self, report_path: str | None, intended: str, *, stripped: bool) -> RunReport:
+        run, task = self.run, self.task
+        status = _status(run.failures)
+        failure = _primary(run.failures, status) if run.failures else None
+        note = failure.message if failure is not None else None
+        written = report_path is not None
+        pr: str | UnsetType = UNSET
+        if run.options.pull_request_url:
+            pr = run.options.pull_request_url
+        elif status == "passed":
+            pr = f"branch: tasks/{task.id}"
+        return RunReport(
+            schema=CURRENT_RUN_REPORT_SCHEMA,
+            run_id=run.run_id,
+            status=status,
+            started_at=run.started_at,
+            finished_at=self.finished_at,
+            branch=f"tasks/{task.id}",
+            task=TaskRef(id=task.id, title=task.title, path=f"tasks/{task.id}.yaml"),
+            policy=self.policy,
+            tests=UNSET if self.tests is None or stripped else self.tests,
+            git=UNSET if self.git is None or stripped else self.git,
+            failure=UNSET if failure is None else failure,
+            failures=UNSET if not run.failures else tuple(run.failures),
+            events=(*self.wires, *_terminal_events(run, task.id, status, note, report_path)),
+            deliverables=Deliverables(
+                pull_request=pr,
+                artifacts=(f"tasks/runs/{run.run_id}/session.sqlite",) if self.persisted else (),
+                report_path=report_path if written else intended,
+                report_written=written,
+                session_id=run.session_id if self.persisted else UNSET,
+            ),
+        )
+
+    def valid(self, report_path: str | None, intended: str) -> RunReport:
+        """The report, or, when it does not validate, the report without tests and git evidence."""
+        report = self.build(report_path, intended, stripped=False)
+        try:
+            validate_run_report(encode_report(report))
+        except RunReportError as error:
+            if not any(failure.code == "REPORT_CONSTRUCTION_FAILED" for failure in self.run.failures):
+                self.run.fail("report", "REPORT_CONSTRUCTION_FAILED", error.message)
+            report = self.build(report_path, intended, stripped=True)
+        return report
+
+
+def _write_report(
+    builder: _ReportBuilder, directory: Path | None, canonical: str
+) -> tuple[RunReport, str | None]:
+    """Write the report into the run directory, else the fallback; return it and where it went."""
+    run = builder.run
+    report = builder.valid(canonical, canonical)
+    if directory is not None:
+        try:
+            write_atomically(directory, "report.json", encode_report(report))
+            return report, canonical
+        except EvidenceError as error:
+            run.fail("report", "REPORT_WRITE_FAILED", str(error))
+    else:
+        run.fail("report", "REPORT_WRITE_FAILED", "the run directory is unavailable")
+    try:
+        fallback = fallback_directory()
+        path = str(fallback / "report.json")
+        report = builder.valid(path, canonical)
+        write_atomically(fallback, "report.json", encode_report(report))
+        return report, path
+    except EvidenceError as error:
+        run.fail("report", "REPORT_FALLBACK_WRITE_FAILED", str(error))
+        return builder.valid(None, canonical), None
+
+
 def _finish(
     run: _Run, root: str, policy: PolicySummary, tests: TestsRecord | None, git: GitEvidence | None
 ) -> RunOutcome:
@@ -599,78 +691,12 @@ def _finish(
         run.error_event(_primary(run.failures, _status(run.failures)))
     canonical = f"tasks/runs/{run.run_id}/report.json"
     directory, persisted = _store_companion(run, root, task.id)
-    finished_at = _now()
-    wires = [serialize_event(event).decode() for event in run.events]
-    pull_request = run.options.pull_request_url
-
-    def build(report_path: str | None, intended: str, *, stripped: bool) -> RunReport:
-        status = _status(run.failures)
-        failure = _primary(run.failures, status) if run.failures else None
-        note = failure.message if failure is not None else None
-        written = report_path is not None
-        pr: str | UnsetType = UNSET
-        if pull_request:
-            pr = pull_request
-        elif status == "passed":
-            pr = f"branch: tasks/{task.id}"
-        return RunReport(
-            schema=CURRENT_RUN_REPORT_SCHEMA,
-            run_id=run.run_id,
-            status=status,
-            started_at=run.started_at,
-            finished_at=finished_at,
-            branch=f"tasks/{task.id}",
-            task=TaskRef(id=task.id, title=task.title, path=f"tasks/{task.id}.yaml"),
-            policy=policy,
-            tests=UNSET if tests is None or stripped else tests,
-            git=UNSET if git is None or stripped else git,
-            failure=UNSET if failure is None else failure,
-            failures=UNSET if not run.failures else tuple(run.failures),
-            events=(*wires, *_terminal_events(run, task.id, status, note, report_path)),
-            deliverables=Deliverables(
-                pull_request=pr,
-                artifacts=(f"tasks/runs/{run.run_id}/session.sqlite",) if persisted else (),
-                report_path=report_path if written else intended,
-                report_written=written,
-                session_id=run.session_id if persisted else UNSET,
-            ),
-        )
-
-    def valid(report_path: str | None, intended: str) -> RunReport:
-        report = build(report_path, intended, stripped=False)
-        try:
-            validate_run_report(encode_report(report))
-        except RunReportError as error:
-            if not any(failure.code == "REPORT_CONSTRUCTION_FAILED" for failure in run.failures):
-                run.fail("report", "REPORT_CONSTRUCTION_FAILED", error.message)
-            report = build(report_path, intended, stripped=True)
-        return report
-
-    report = valid(canonical, canonical)
-    written_to: str | None = None
-    if directory is not None:
-        try:
-            write_atomically(directory, "report.json", encode_report(report))
-            written_to = canonical
-        except EvidenceError as error:
-            run.fail("report", "REPORT_WRITE_FAILED", str(error))
-    else:
-        run.fail("report", "REPORT_WRITE_FAILED", "the run directory is unavailable")
-    if written_to is None:
-        try:
-            fallback = fallback_directory()
-            path = str(fallback / "report.json")
-            report = valid(path, canonical)
-            write_atomically(fallback, "report.json", encode_report(report))
-            written_to = path
-        except EvidenceError as error:
-            run.fail("report", "REPORT_FALLBACK_WRITE_FAILED", str(error))
-            report = valid(None, canonical)
-    data = encode_report(report)
+    builder = _ReportBuilder(run=run, task=task, policy=policy, tests=tests, git=git, persisted=persisted)
+    report, written_to = _write_report(builder, directory, canonical)
     passed = report.status == "passed" and written_to == canonical
     return RunOutcome(
         exit_code=0 if passed else 1,
-        report=data,
+        report=encode_report(report),
         report_path=written_to or canonical,
         report_written=written_to is not None,
         failures=tuple((failure.code, failure.message) for failure in run.failures),
@@ -700,7 +726,7 @@ def _preflight_report(run: _Run, root: str | None, error: _Preflight) -> RunOutc
     if target_directory is not None:
         persisted = _persist(run, target_directory, task.id if task is not None else None)
     wires = tuple(serialize_event(event).decode() for event in run.events)
-    finished_at = _now()
+    finished_at = now_timestamp()
 
     def build(report_path: str, written: bool) -> RunPreflightReport:
         return RunPreflightReport(

@@ -216,19 +216,18 @@ class Resolver:
             f'"{qualified}" exposes a module or builtin namespace and cannot be verified',
         )
 
+    def _builtin_open(self, node: cst.CSTNode) -> None:
+        """Report ``open`` reached through builtins, unless the configuration allows it."""
+        if self.forbidden.match("builtins.open") is not None:
+            message = "builtin open is outside the Workspace boundary"
+            self.report(node, "IB001", "builtins.open", "builtin-open", message)
+
     def _special(
         self, reference: Reference, qualified: str, node: cst.CSTNode, index: int, call: cst.Call | None
     ) -> bool:
         """Handle the names with their own rules; return whether the chain is settled."""
         if qualified == "builtins.open":
-            if self.forbidden.match("builtins.open") is not None:
-                self.report(
-                    node,
-                    "IB001",
-                    "builtins.open",
-                    "builtin-open",
-                    "builtin open is outside the Workspace boundary",
-                )
+            self._builtin_open(node)
             return True
         if qualified in DUNDER_IMPORTS:
             self._dynamic_import(node, call, "dunder-import", relative_level=True)
@@ -355,14 +354,7 @@ class Resolver:
                 else f"{function}(builtins, {name!r}) changes the builtins namespace",
             )
         elif name == "open":
-            if self.forbidden.match("builtins.open") is not None:
-                self.report(
-                    node,
-                    "IB001",
-                    "builtins.open",
-                    "builtin-open",
-                    "builtin open is outside the Workspace boundary",
-                )
+            self._builtin_open(node)
         elif name in ("__import__", "exec", "eval", "__dict__") or name in DANGEROUS_BUILTINS:
             self.report(
                 node, "IB002", "", "builtins-access", f"getattr(builtins, {name!r}) cannot be verified"

@@ -169,76 +169,15 @@ def scan(
         OSError: a source file or directory cannot be read.
     """
     root = os.path.abspath(config.root)
-    walker = _Walker(ExcludeMatcher(config.exclude), os.path.join(root, config.cache_dir))
-    root_targets = _root_targets(root, config.roots)
-    targets = (
-        [_explicit_target(root, path, [target.location for target in root_targets]) for path in paths]
-        if paths
-        else root_targets
-    )
-    for target in targets:
-        walker.add(target)
-
-    policies = _Policies(config)
+    walker = _walk(root, paths, config)
     cache = _Cache(Path(walker.cache_location)) if use_cache else None
-
-    sources: list[bytes] = []
-    file_policies: list[FilePolicy] = []
-    analyses: list[FileAnalysis | None] = []
-    keys: list[str] = []
-    scanned: list[_Target] = []
-    refused = list(walker.refused)
-    for target in walker.files:
-        try:
-            source = _read_source(target.location)
-        except _RefusedEntryError as refusal:
-            refused.append((target, refusal.kind))
-            continue
-        policy = policies.for_target(target)
-        key = _cache_key(policies.digest(policy), source)
-        scanned.append(target)
-        sources.append(source)
-        file_policies.append(policy)
-        keys.append(key)
-        analyses.append(cache.load(key) if cache is not None else None)
-
-    misses = [index for index, analysis in enumerate(analyses) if analysis is None]
-    cached = len(scanned) - len(misses)
-    if misses:
-        fresh, died = analyze_misses(
-            [(sources[index], file_policies[index]) for index in misses], config.jobs
-        )
-        for position, index in enumerate(misses):
-            analyses[index] = fresh[position]
-            if cache is not None and position not in died:
-                cache.store(keys[index], fresh[position])
-
-    findings: list[Finding] = []
-    source_lines: dict[tuple[str, int], bytes] = {}
-    outside_root: dict[str, str] = {}
-    for target, kind in refused:
-        findings.append(_refusal_finding(target.display, kind))
-        if target.relative is None:
-            outside_root[target.display] = target.location
-    for target, source, maybe_analysis in zip(scanned, sources, analyses, strict=True):
-        analysis = _present(maybe_analysis)
-        file_findings = apply_suppressions(
-            target.display, analysis.raw, analysis.suppressions, unverifiable=config.unverifiable
-        )
-        if not file_findings:
-            continue
-        findings.extend(file_findings)
-        lines = source.splitlines()
-        for finding in file_findings:
-            text = lines[finding.line - 1] if 0 < finding.line <= len(lines) else b""
-            source_lines[(target.display, finding.line)] = text.strip()
-        if target.relative is None:
-            outside_root[target.display] = target.location
-    findings.sort(key=Finding.sort_key)
+    batch = _read_sources(walker, _Policies(config), cache)
+    cached = _analyze_batch_misses(batch, cache, config.jobs)
+    findings, source_lines, outside_root = _collect_findings(batch, config)
     return ScanReport(
         root=Path(root),
         findings=tuple(findings),
-        files=len(scanned),
+        files=len(batch.targets),
         cached=cached,
         source_lines=source_lines,
         outside_root=outside_root,
@@ -768,3 +707,92 @@ def _pool_context() -> BaseContext:
 def _present(analysis: FileAnalysis | None) -> FileAnalysis:
     assert analysis is not None, "every file is analysed"
     return analysis
+
+
+# ------------------------------------------------------------------ the steps of a scan
+
+
+@dataclass
+class _Batch:
+    """The files of one scan, read: parallel lists, one entry per scanned file."""
+
+    targets: list[_Target] = field(default_factory=list[_Target])
+    sources: list[bytes] = field(default_factory=list[bytes])
+    policies: list[FilePolicy] = field(default_factory=list[FilePolicy])
+    keys: list[str] = field(default_factory=list[str])
+    analyses: list[FileAnalysis | None] = field(default_factory=list[FileAnalysis | None])
+    refused: list[tuple[_Target, str]] = field(default_factory=list[tuple[_Target, str]])
+
+
+def _walk(root: str, paths: Sequence[str | os.PathLike[str]], config: BoundaryConfig) -> _Walker:
+    walker = _Walker(ExcludeMatcher(config.exclude), os.path.join(root, config.cache_dir))
+    root_targets = _root_targets(root, config.roots)
+    targets = (
+        [_explicit_target(root, path, [target.location for target in root_targets]) for path in paths]
+        if paths
+        else root_targets
+    )
+    for target in targets:
+        walker.add(target)
+    return walker
+
+
+def _read_sources(walker: _Walker, policies: _Policies, cache: _Cache | None) -> _Batch:
+    """Read every walked file, key it by its policy and content, and look it up in the cache."""
+    batch = _Batch(refused=list(walker.refused))
+    for target in walker.files:
+        try:
+            source = _read_source(target.location)
+        except _RefusedEntryError as refusal:
+            batch.refused.append((target, refusal.kind))
+            continue
+        policy = policies.for_target(target)
+        key = _cache_key(policies.digest(policy), source)
+        batch.targets.append(target)
+        batch.sources.append(source)
+        batch.policies.append(policy)
+        batch.keys.append(key)
+        batch.analyses.append(cache.load(key) if cache is not None else None)
+    return batch
+
+
+def _analyze_batch_misses(batch: _Batch, cache: _Cache | None, jobs: int) -> int:
+    """Analyse the files the cache did not answer, in place; return how many it answered."""
+    misses = [index for index, analysis in enumerate(batch.analyses) if analysis is None]
+    if misses:
+        items = [(batch.sources[index], batch.policies[index]) for index in misses]
+        fresh, died = analyze_misses(items, jobs)
+        for position, index in enumerate(misses):
+            batch.analyses[index] = fresh[position]
+            if cache is not None and position not in died:
+                cache.store(batch.keys[index], fresh[position])
+    return len(batch.targets) - len(misses)
+
+
+def _collect_findings(
+    batch: _Batch, config: BoundaryConfig
+) -> tuple[list[Finding], dict[tuple[str, int], bytes], dict[str, str]]:
+    """The sorted findings, the source line of each, and where each outside-root path lives."""
+    findings: list[Finding] = []
+    source_lines: dict[tuple[str, int], bytes] = {}
+    outside_root: dict[str, str] = {}
+    for target, kind in batch.refused:
+        findings.append(_refusal_finding(target.display, kind))
+        if target.relative is None:
+            outside_root[target.display] = target.location
+    for target, source, maybe_analysis in zip(batch.targets, batch.sources, batch.analyses, strict=True):
+        analysis = _present(maybe_analysis)
+        file_findings = apply_suppressions(
+            target.display, analysis.raw, analysis.suppressions, unverifiable=config.unverifiable
+        )
+        if not file_findings:
+            continue
+        findings.extend(file_findings)
+        lines = source.splitlines()
+        for finding in file_findings:
+            text = lines[finding.line - 1] if 0 < finding.line <= len(lines) else b""
+            source_lines[(target.display, finding.line)] = text.strip()
+        if target.relative is None:
+            outside_root[target.display] = target.location
+    findings.sort(key=Finding.sort_key)
+    return findings, source_lines, outside_root

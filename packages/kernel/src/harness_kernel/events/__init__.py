@@ -6,11 +6,13 @@ decodes in gates — JSON, version, type, schema — and each gate has its typed
 :class:`EventSchemaError` lists every issue with its dotted wire path. :func:`create_event`
 and :func:`serialize_event` validate exactly as decoding does. JSON-valued fields hold the
 kernel's frozen JSON. :func:`redact_value` and :func:`redact_event` remove secrets at
-process boundaries.
+process boundaries. :func:`random_id`, :func:`format_timestamp` and :func:`now_timestamp` are
+the id and timestamp spellings every event carries, for producers outside the kernel.
 """
 
 from __future__ import annotations
 
+from harness_kernel._ids import format_timestamp, now_timestamp, random_id
 from harness_kernel.events._codec import (
     create_event,
     deserialize_event,
@@ -139,7 +141,10 @@ __all__ = [
     "UserMessageCompletedData",
     "create_event",
     "deserialize_event",
+    "format_timestamp",
     "is_event_type",
+    "now_timestamp",
+    "random_id",
     "redact_event",
     "redact_value",
     "serialize_event",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, TypedDict, TypeVar, cast
 
-import msgspec
 import trio
+from msgspec import UNSET, UnsetType
 
 from harness_kernel._gate import (
     ToolGate,
@@ -33,7 +33,25 @@ from harness_kernel._json import (
     is_exact_array,
 )
 from harness_kernel.events._codec import create_event
-from harness_kernel.events._model import Event, EventType
+from harness_kernel.events._model import (
+    AgentStartedData,
+    AgentStoppedData,
+    BarePolicyDecisionData,
+    BudgetWarningData,
+    ErrorData,
+    Event,
+    EventData,
+    EventType,
+    EventUsage,
+    ModelRequestData,
+    ModelResponseData,
+    PermissionRequestedData,
+    PermissionResolvedData,
+    SessionCreatedData,
+    ToolCallData,
+    ToolResultData,
+    ToolResultErrorData,
+)
 from harness_kernel.legacy._records import (
     INVALID_TOOL_RESULT_MESSAGE,
     MODEL_INVALID_RESPONSE,
@@ -91,6 +109,32 @@ _AUTHORIZATION_FAILED: Final = "TOOL_AUTHORIZATION_FAILED"
 _CANCELED_NOTE: Final = "abort signal received"
 
 _Status = Literal["completed", "failed", "canceled", "budget_exceeded"]
+_Metric = Literal["tokens", "tool_calls"]
+_T = TypeVar("_T")
+
+
+def _given(value: _T | None) -> _T | UnsetType:
+    """An optional field of a payload: ``None`` leaves it out of the event."""
+    return UNSET if value is None else value
+
+
+class _PermissionFields(TypedDict):
+    """What a permission request and both of its events say alike (their subject differs:
+    ``None`` on the request, left out of the events)."""
+
+    permission_id: str
+    session_id: str
+    call_id: str
+    action: str
+    scope: Literal["once", "run"]
+
+
+def _event_usage(usage: Usage) -> EventUsage:
+    return EventUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+    )
 
 
 def _is_safe_count(value: object) -> bool:
@@ -193,7 +237,7 @@ class _Loop:
 
     # -------------------------------------------------------------- events
 
-    async def emit(self, type: EventType, data: dict[str, object], *, actor: str = "kernel") -> None:
+    async def emit(self, type: EventType, data: EventData, *, actor: str = "kernel") -> None:
         at = self.now()
         event_id = self.new_id("evt")
         event = create_event(type, data, event_id=event_id, at=at, actor=actor)
@@ -201,33 +245,32 @@ class _Loop:
         if self.on_event is not None:
             await self.on_event(event)
 
-    def optional(self, data: dict[str, object], **fields: object) -> dict[str, object]:
-        for key, value in fields.items():
-            if value is not None:
-                data[key] = value
-        return data
-
     async def stop(self, status: _Status, note: str | None = None) -> None:
         await self.emit(
             "agent.stopped",
-            self.optional(
-                {
-                    "agentId": self.agent_id,
-                    "status": status,
-                    "steps": self.steps,
-                    "toolCalls": self.tool_calls,
-                },
-                note=note,
+            AgentStoppedData(
+                agent_id=self.agent_id,
+                status=status,
+                steps=self.steps,
+                tool_calls=self.tool_calls,
+                note=_given(note),
             ),
         )
 
     async def error_event(self, code: str, message: str, *, retryable: bool = False) -> None:
-        await self.emit("error", {"code": code, "message": message, "retryable": retryable})
+        await self.emit("error", ErrorData(code=code, message=message, retryable=retryable))
 
-    async def warn(self, metric: str, used: int, limit: int) -> None:
-        data = self.optional({}, taskId=self.task_id)
-        data.update(metric=metric, used=used, limit=limit, pct=_budget_pct(used, limit))
-        await self.emit("budget.warning", data)
+    async def warn(self, metric: _Metric, used: int, limit: int) -> None:
+        await self.emit(
+            "budget.warning",
+            BudgetWarningData(
+                task_id=_given(self.task_id),
+                metric=metric,
+                used=used,
+                limit=limit,
+                pct=_budget_pct(used, limit),
+            ),
+        )
 
     async def fail(self, code: str, message: str, error: BaseException, *, retryable: bool = False) -> _Stop:
         await self.error_event(code, message, retryable=retryable)
@@ -253,14 +296,16 @@ class _Loop:
 
     async def run(self) -> RunResult:
         await self.emit(
-            "session.created", self.optional({"sessionId": self.session_id}, workspace=self.options.workspace)
+            "session.created",
+            SessionCreatedData(session_id=self.session_id, workspace=_given(self.options.workspace)),
         )
         self.agent_id = self.new_id("agent")
         await self.emit(
             "agent.started",
-            self.optional(
-                {"agentId": self.agent_id, "sessionId": self.session_id},
-                taskId=self.task_id,
+            AgentStartedData(
+                agent_id=self.agent_id,
+                session_id=self.session_id,
+                task_id=_given(self.task_id),
                 model=self.model_name,
             ),
         )
@@ -296,17 +341,17 @@ class _Loop:
         request_id = self.new_id("req")
         await self.emit(
             "model.request",
-            {"requestId": request_id, "model": self.model_name, "messageCount": len(self.messages)},
+            ModelRequestData(request_id=request_id, model=self.model_name, message_count=len(self.messages)),
         )
         response = await self.call_model(request_id)
         await self.emit(
             "model.response",
-            {
-                "requestId": request_id,
-                "model": self.model_name,
-                "finishReason": response.finish_reason,
-                "usage": msgspec.to_builtins(response.usage),
-            },
+            ModelResponseData(
+                request_id=request_id,
+                model=self.model_name,
+                finish_reason=response.finish_reason,
+                usage=_event_usage(response.usage),
+            ),
         )
         total = add_usage(self.usage, response.usage)
         problem = None if total.total_tokens <= MAX_SAFE_INTEGER else "cumulative usage overflows"
@@ -374,12 +419,12 @@ class _Loop:
     async def failed_response(self, request_id: str) -> None:
         await self.emit(
             "model.response",
-            {
-                "requestId": request_id,
-                "model": self.model_name,
-                "finishReason": "error",
-                "usage": msgspec.to_builtins(empty_usage()),
-            },
+            ModelResponseData(
+                request_id=request_id,
+                model=self.model_name,
+                finish_reason="error",
+                usage=_event_usage(empty_usage()),
+            ),
         )
 
     def check_calls(
@@ -422,17 +467,22 @@ class _Loop:
                 await self.warn("tool_calls", self.tool_calls, self.max_calls)
         call_id = self.new_id("call")
         self.tool_calls += 1
-        await self.emit("tool.call", {"callId": call_id, "tool": call.name, "input": arguments})
+        await self.emit("tool.call", ToolCallData(call_id=call_id, tool=call.name, input=arguments))
         started = trio.current_time()
         output, error = await self.observe(call, arguments, call_id)
-        data: dict[str, object] = {"callId": call_id, "tool": call.name, "ok": error is None}
+        duration_ms = max(0, int((trio.current_time() - started) * 1000))
         if error is None:
-            data["output"] = output
+            data = ToolResultData(
+                call_id=call_id, tool=call.name, ok=True, output=output, duration_ms=duration_ms
+            )
             content = encode_json(output).decode()
         else:
-            data["error"] = {"code": error[0], "message": error[1]}
-            content = encode_json({"error": data["error"]}).decode()
-        data["durationMs"] = max(0, int((trio.current_time() - started) * 1000))
+            code, message = error
+            failure = ToolResultErrorData(code=code, message=message)
+            data = ToolResultData(
+                call_id=call_id, tool=call.name, ok=False, error=failure, duration_ms=duration_ms
+            )
+            content = encode_json({"error": {"code": code, "message": message}}).decode()
         await self.emit("tool.result", data)
         self.messages.append(ToolMessage(content, call.name, call.id))
 
@@ -444,12 +494,13 @@ class _Loop:
         if tool is None:
             return None, ("TOOL_NOT_FOUND", f"unknown tool: {call.name}")
         try:
-            convert_arguments(tool, arguments)
+            params = convert_arguments(tool, arguments)
         except ToolInputError as bad:
             return None, ("TOOL_BAD_INPUT", str(bad))
         if self.gate.judged(tool):
-            # Authorization takes a conversion of its own (§8.6 step 4), never execution's.
-            verdict = self.gate.judge(tool, permission_intent(tool, convert_arguments(tool, arguments)))
+            # The checked conversion is authorization's own; execution converts again (§8.6
+            # step 4), so neither can alter what the other sees.
+            verdict = self.gate.judge(tool, permission_intent(tool, params))
             if verdict.failed_closed:
                 return await self.authorization_failed(call.name)
             denial = await self.authorize(tool, verdict, call_id)
@@ -463,18 +514,17 @@ class _Loop:
         await self.error_event(_AUTHORIZATION_FAILED, f"authorization failed for tool {name}")
         return None, (_AUTHORIZATION_FAILED, "tool authorization failed closed")
 
-    async def policy_decision(
-        self, intent: ToolPermissionIntent, effect: str, reason: str, rule_id: str | None
-    ) -> None:
-        data: dict[str, object] = {"action": intent.action}
-        self.optional(data, subject=intent.subject)
-        data.update(effect=effect, reason=reason)
-        await self.emit("policy.decision", self.optional(data, ruleId=rule_id))
-
     async def authorize(self, tool: Tool[Any], verdict: Verdict, call_id: str) -> tuple[str, str] | None:
         """Publish the decision (and any permission exchange); return a denial or ``None``."""
         intent = verdict.intent
-        await self.policy_decision(intent, verdict.effect, verdict.reason, verdict.rule_id)
+        decision = BarePolicyDecisionData(
+            action=intent.action,
+            subject=_given(intent.subject),
+            effect=verdict.effect,
+            reason=verdict.reason,
+            rule_id=_given(verdict.rule_id),
+        )
+        await self.emit("policy.decision", decision)
         if verdict.effect == "deny":
             return verdict.denial, verdict.reason
         if verdict.effect == "allow" or self.gate.granted(intent):
@@ -489,35 +539,25 @@ class _Loop:
         call_id: str,
     ) -> tuple[str, str] | None:
         scope = intent.scope or "once"
-        permission_id = self.new_id("perm")
-        shared: dict[str, object] = {
-            "permissionId": permission_id,
-            "sessionId": self.session_id,
-            "callId": call_id,
-        }
-        shared["action"] = intent.action
-        self.optional(shared, subject=intent.subject)
-        shared["scope"] = scope
-        await self.emit("permission.requested", {**shared, "reason": reason})
-        answer, canceled = await self.wait_for_answer(
-            PermissionRequest(
-                permission_id=permission_id,
-                session_id=self.session_id,
-                call_id=call_id,
-                action=intent.action,
-                subject=intent.subject,
-                scope=scope,
-                reason=reason,
-            )
+        shared = _PermissionFields(
+            permission_id=self.new_id("perm"),
+            session_id=self.session_id,
+            call_id=call_id,
+            action=intent.action,
+            scope=scope,
         )
+        subject = _given(intent.subject)
+        requested = PermissionRequestedData(**shared, subject=subject, reason=reason)
+        await self.emit("permission.requested", requested)
+        request = PermissionRequest(**shared, subject=intent.subject, reason=reason)
+        answer, canceled = await self.wait_for_answer(request)
         actor = "kernel" if type(answer) is str else "operator"
         resolution = PermissionResolution("deny", answer) if type(answer) is str else answer
         assert type(resolution) is PermissionResolution
-        await self.emit(
-            "permission.resolved",
-            self.optional({**shared, "decision": resolution.decision}, note=resolution.note),
-            actor=actor,
+        resolved = PermissionResolvedData(
+            **shared, subject=subject, decision=resolution.decision, note=_given(resolution.note)
         )
+        await self.emit("permission.resolved", resolved, actor=actor)
         if canceled:
             raise await self.canceled_call(name, call_id, f"{_CANCELED_NOTE} while awaiting permission")
         if resolution.decision == "deny":
@@ -584,8 +624,8 @@ class _Loop:
         return output, None
 
     async def canceled_call(self, name: str, call_id: str, note: str) -> _Stop:
-        error = {"code": "TOOL_CANCELED", "message": "tool canceled"}
-        await self.emit("tool.result", {"callId": call_id, "tool": name, "ok": False, "error": error})
+        error = ToolResultErrorData(code="TOOL_CANCELED", message="tool canceled")
+        await self.emit("tool.result", ToolResultData(call_id=call_id, tool=name, ok=False, error=error))
         return await self.canceled(note)
 
 

@@ -13,7 +13,7 @@ from typing import Final, Literal, TypeAlias, final
 import msgspec
 
 from harness_kernel._errors import HarnessError
-from harness_kernel._json import is_exact_array
+from harness_kernel._json import has_lone_surrogate, is_exact_array
 from harness_kernel.manifest._yaml import (
     ROOT,
     SYNTAX,
@@ -186,7 +186,7 @@ class _Checker:
         if non_empty and not value:
             self.issue(path, "must be a non-empty string")
             return None
-        if _has_lone_surrogate(value):
+        if has_lone_surrogate(value):
             self.issue(path, "must not contain lone surrogates")
             return None
         return value
@@ -315,7 +315,7 @@ class _Checker:
         if len(pattern) > _MAX_PATTERN_CHARS:
             self.issue(path, f"subject patterns must be at most {_MAX_PATTERN_CHARS} characters")
             return False
-        if _has_lone_surrogate(pattern):
+        if has_lone_surrogate(pattern):
             self.issue(path, "subject patterns must not contain lone surrogates")
             return False
         return True
@@ -399,14 +399,6 @@ _BUDGET_FIELDS: Final[Mapping[str, _Check]] = MappingProxyType(
 )
 _DELIVERY_FIELDS: Final[Mapping[str, _Check]] = MappingProxyType({"type": _Checker.check_delivery_type})
 _REQUIRED_FIELDS: Final = ("id", "title", "goal", "acceptance", "allowed_paths", "permissions", "delivery")
-
-
-def _has_lone_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _freeze_permissions(permissions: Mapping[str, Rule]) -> Mapping[str, Rule]:
