@@ -12,8 +12,8 @@ from agent_server._errors import (
     SessionNotRestorableError,
 )
 from agent_server._protocol import RestoreParams, RestoreResult, encode_notification
-from agent_server._sessions import ServerState, format_time
-from harness_kernel.events import create_event, serialize_event
+from agent_server._sessions import ServerState
+from harness_kernel.events import create_event, format_timestamp, serialize_event
 from harness_kernel.store import (
     SESS_INVALID_CURSOR,
     SESS_NOT_FOUND,
@@ -96,7 +96,7 @@ async def restore_session(
                         "note": _INTERRUPTED_NOTE,
                     },
                     event_id=state.config.new_id("evt"),
-                    at=format_time(await state.clock()),
+                    at=format_timestamp(await state.clock()),
                     actor="agent-server",
                 )
                 await store.recover_interrupted(session_id, marker, expected_metadata=record.metadata)

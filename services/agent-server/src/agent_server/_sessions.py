@@ -7,7 +7,7 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 import trio
@@ -43,6 +43,7 @@ from harness_kernel.events import (
     Event,
     SessionCreatedData,
     create_event,
+    format_timestamp,
     redact_event,
     serialize_event,
 )
@@ -60,7 +61,7 @@ from harness_workspace.local import (
     LocalWorkspaceError,
 )
 
-__all__ = ["ServerState", "Session", "SessionManager", "format_time"]
+__all__ = ["ServerState", "Session", "SessionManager"]
 
 _log: Final = logging.getLogger("agent_server")
 
@@ -73,12 +74,6 @@ NOTE_FINISHED: Final = "session finished"
 NOTE_TIMED_OUT: Final = "permission request timed out"
 NOTE_RUN_TIME_LIMIT: Final = "run time limit reached"
 _WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
-
-
-def format_time(moment: datetime) -> str:
-    """``moment`` as UTC ISO text with milliseconds and ``Z``."""
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 @dataclass(eq=False, slots=True)
@@ -476,7 +471,7 @@ class SessionManager:
             task_id=session.task_id,
             workspace=session.adapter,
             signal=session.abort.signal,
-            now=lambda: format_time(config.now()),
+            now=lambda: format_timestamp(config.now()),
             new_id=config.new_id,
         )
 
@@ -495,7 +490,7 @@ class SessionManager:
             "session.created",
             SessionCreatedData(session_id=session.id, workspace=session.workspace),
             event_id=self._config.new_id("evt"),
-            at=format_time(self._config.now()),
+            at=format_timestamp(self._config.now()),
             actor="kernel",
         )
         try:
@@ -573,7 +568,7 @@ class SessionManager:
                 "error",
                 ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
                 event_id=self._config.new_id("evt"),
-                at=format_time(self._config.now()),
+                at=format_timestamp(self._config.now()),
                 actor="agent-server",
             )
             await self._store(session, replacement)
