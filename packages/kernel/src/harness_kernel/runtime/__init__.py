@@ -110,7 +110,7 @@ class RunStream:
             EventAppendError: the canceled terminal pair could not be appended.
         """
         run = self._run
-        if run.abandoned or run.finished.is_set():
+        if run.finished.is_set():
             run.abandoned = True
             run.queue.clear()
             return
@@ -219,7 +219,8 @@ class MinimalAgentRuntime:
         Raises:
             InvalidRunInputError: ``run_id`` is not an id.
             RunNotFoundError: no such run.
-            RunTerminalError: the run finished otherwise, or is completing.
+            RunTerminalError: the run finished otherwise (also when the request came while
+                another outcome was being recorded), or is completing otherwise.
             EventAppendError: the terminal pair could not be appended.
         """
         check_id(run_id, "run_id")
@@ -232,12 +233,18 @@ class MinimalAgentRuntime:
                 return
             raise RunTerminalError(run_id, status)
         if run.status == "completing":
-            if run.finishing_as == "canceled":
-                await run.finished.wait()
-                return
-            raise RunTerminalError(run_id, "completing")
-        run.request_cancel()
-        await run.drive_to_end()
+            if run.finishing_as != "canceled":
+                raise RunTerminalError(run_id, "completing")
+            # Finishing as canceled already: wait for that pair like any later request, and
+            # raise its failure rather than report a pair that was never appended.
+            await run.finished.wait()
+        else:
+            run.request_cancel()
+            await run.drive_to_end()
         failure = run.failure()
         if failure is not None:
             raise failure
+        if run.status != "canceled":
+            # The request lost to an outcome already being recorded when it came (a budget
+            # exceed after its forced warning): report that outcome, as its tombstone would.
+            raise RunTerminalError(run_id, run.status)

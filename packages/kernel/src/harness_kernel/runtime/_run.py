@@ -103,6 +103,7 @@ class Run:
         self.round_controller: AbortController | None = None
         self.active_scope: trio.CancelScope | None = None
         self.producer_done = False
+        self.driver_cancelled = False
         self._on_finish = on_finish
         self._producer = self._produce()
         self.messages: list[ChatMessage] = list(admitted.context)
@@ -132,6 +133,7 @@ class Run:
         """
         if self.producer_done:
             return
+        self.driver_cancelled = False
         try:
             await self._producer.__anext__()
         except StopAsyncIteration:
@@ -148,17 +150,27 @@ class Run:
                     self.request_cancel()
                     await self._terminal("canceled", "run canceled", None)
             raise
+        if self.driver_cancelled:
+            # A wait of the producer absorbed the driving task's cancellation as a run
+            # cancellation (``cancellable``), so the step ran the producer to its end; the
+            # task's own Cancelled is delivered now.
+            self.driver_cancelled = False
+            if consumer:
+                self.abandoned = True
+                self.queue.clear()
+            await trio.lowlevel.checkpoint_if_cancelled()
 
     async def abandon(self) -> None:
         """Drop undelivered events, request cancellation and drive the run to its end.
 
-        Completion wins: a run that is already completing finishes as it was going to.
+        Completion wins: a run that is already completing finishes as it was going to. A run
+        that an earlier call abandoned is still driven (or waited for) to its end: that call
+        may have been cancelled before anyone drove.
         """
         self.queue.clear()
-        if self.abandoned or self.finished.is_set():
-            self.abandoned = True
-            return
         self.abandoned = True
+        if self.finished.is_set():
+            return
         if self.status != "completing":
             self.request_cancel()
         await self.drive_to_end()
@@ -278,20 +290,30 @@ class Run:
         An abort of the input signal is caught by an inner scope, so the yielded scope's
         ``cancelled_caught`` stays false; it turns into a cancellation request on exit, so
         callers test ``scope.cancelled_caught or self.cancel_requested``.
+
+        So does a trio cancellation of the driving task: it is absorbed here as a
+        cancellation request, so that the producer still records the interrupted step (the
+        ``permission.resolved`` of an ask, the ``tool.result`` of a started tool) before the
+        terminal pair, with only shielded appends; ``advance`` then re-raises it.
         """
-        with trio.CancelScope(deadline=deadline) as scope:
-            self.active_scope = scope
-            if self.cancel_requested:
-                scope.cancel()
-            try:
-                signal = self.a.signal
-                if signal is None:
-                    yield scope
-                else:
-                    with move_on_abort(signal):
+        try:
+            with trio.CancelScope(deadline=deadline) as scope:
+                self.active_scope = scope
+                if self.cancel_requested:
+                    scope.cancel()
+                try:
+                    signal = self.a.signal
+                    if signal is None:
                         yield scope
-            finally:
-                self.active_scope = None
+                    else:
+                        with move_on_abort(signal):
+                            yield scope
+                finally:
+                    self.active_scope = None
+        except trio.Cancelled:
+            # Not this scope's cancellation (it would have caught its own): the driving task's.
+            self.driver_cancelled = True
+            self.request_cancel()
         if self.a.signal is not None and self.a.signal.aborted:
             self.request_cancel()
 
