@@ -30,7 +30,8 @@ from harness_kernel.runtime._errors import (
     SteeringClosedError,
 )
 from harness_kernel.runtime._input import RunInput, RuntimeBudget, admit, check_id
-from harness_kernel.runtime._run import FINISHED, Run
+from harness_kernel.runtime._run import Run
+from harness_kernel.runtime._shared import FINISHED
 
 __all__ = [
     "AgentRuntimeError",
@@ -209,7 +210,7 @@ class MinimalAgentRuntime:
                         "content": text,
                     },
                 )
-                await run._append_locked(event)  # pyright: ignore[reportPrivateUsage]
+                await run.append_locked(event)
                 run.enqueue(event)
                 run.pending.append(text)
 
