@@ -29,14 +29,14 @@ USAGE: Final = Usage(prompt_tokens=3, completion_tokens=2, total_tokens=5)
 
 
 class Controller:
-    """Allows ``echo`` and ``broken`` (with a rule id), denies ``deny`` (without one), asks
-    for the rest."""
+    """Allows ``echo``, ``broken`` and ``nothing`` (with a rule id), denies ``deny`` (without
+    one), asks for the rest."""
 
     def __init__(self, resolve: object) -> None:
         self.resolve = resolve
 
     def decide(self, intent: ToolPermissionIntent) -> PermissionDecision:
-        if intent.subject in ("echo", "broken"):
+        if intent.subject in ("echo", "broken", "nothing"):
             return PermissionDecision("allow", "reviewed", "rule-allow")
         if intent.subject == "deny":
             return PermissionDecision("deny", "never", None)
@@ -45,6 +45,10 @@ class Controller:
 
 async def echo(params: dict[str, object], context: ToolExecutionContext | None = None) -> object:
     return {"echo": params}
+
+
+async def nothing(params: dict[str, object], context: ToolExecutionContext | None = None) -> object:
+    return None
 
 
 async def broken(params: dict[str, object], context: ToolExecutionContext | None = None) -> object:
@@ -63,6 +67,7 @@ def tools() -> object:
     return registry(
         pure_tool("echo", echo),
         pure_tool("broken", broken),
+        pure_tool("nothing", nothing),
         pure_tool("deny", echo),
         pure_tool("read", echo, subject_intent),
         pure_tool("write", echo, bare_intent),
@@ -89,6 +94,8 @@ async def full_run() -> list[str]:
                     ("m5", "write", {}),
                     ("m6", "missing", {}),
                     ("m7", "echo", []),
+                    ("m8", "nothing", {}),
+                    ("m9", "echo", None),
                 ).tool_calls,
                 usage=USAGE,
             ),
@@ -102,7 +109,7 @@ async def full_run() -> list[str]:
             task_id="task-1",
             tools=tools(),
             permission=Controller(answer),
-            budget=RuntimeBudget(max_steps=1, max_model_tokens=9, max_tool_calls=8),
+            budget=RuntimeBudget(max_steps=1, max_model_tokens=9, max_tool_calls=9),
         )
     )
     await runtime.steer("run-1", "also this")
