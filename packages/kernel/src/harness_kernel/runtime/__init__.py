@@ -15,7 +15,7 @@ from types import TracebackType
 import trio
 
 from harness_kernel._json import has_lone_surrogate
-from harness_kernel.events._model import Event
+from harness_kernel.events._model import Event, SteeringQueuedData
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     EventAppendError,
@@ -199,17 +199,8 @@ class MinimalAgentRuntime:
                         f"at most {MAX_PENDING_STEERING} steering messages may be pending"
                     )
                 message_id = run.new_id("msg")
-                a = run.a
-                event = run.event(
-                    "steering.queued",
-                    {
-                        "runId": a.run_id,
-                        "sessionId": a.session_id,
-                        "turnId": a.turn_id,
-                        "messageId": message_id,
-                        "content": text,
-                    },
-                )
+                queued = SteeringQueuedData(**run.ids(), message_id=message_id, content=text)
+                event = run.event("steering.queued", queued)
                 await run.append_locked(event)
                 run.enqueue(event)
                 run.pending.append(text)

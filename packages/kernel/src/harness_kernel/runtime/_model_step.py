@@ -20,7 +20,13 @@ import trio
 from harness_kernel._bounded import BoundedJsonError, bounded_json
 from harness_kernel._ids import is_id
 from harness_kernel._json import MAX_SAFE_INTEGER, has_lone_surrogate
-from harness_kernel.events._model import Event
+from harness_kernel.events._model import (
+    AssistantMessageCompletedData,
+    Event,
+    MessageDeltaData,
+    ModelRequestData,
+    ModelResponseData,
+)
 from harness_kernel.models._types import (
     AssistantMessage,
     ChatMessage,
@@ -47,7 +53,7 @@ from harness_kernel.runtime._shared import (
     MAX_TRANSCRIPT_BYTES,
     Canceled,
 )
-from harness_kernel.runtime._terminal import usage_data
+from harness_kernel.runtime._terminal import event_usage
 from harness_kernel.runtime._tool_step import ToolStep
 from harness_workspace import AbortController, AbortSignal
 
@@ -115,18 +121,16 @@ async def _record_request(run: Run, request_id: str) -> tuple[ChatMessage, ...]:
                 run.messages.append(UserMessage(content=text))
                 run.revision += 1
             messages = tuple(run.messages)
-            event = run.event(
-                "model.request",
-                {
-                    "requestId": request_id,
-                    "model": a.model,
-                    "messageCount": len(messages),
-                    **run.ids(),
-                    "step": run.model_requests + 1,
-                    "contextVersion": 1,
-                    "messageRevision": run.revision,
-                },
+            request = ModelRequestData(
+                request_id=request_id,
+                model=a.model,
+                message_count=len(messages),
+                **run.ids(),
+                step=run.model_requests + 1,
+                context_version=1,
+                message_revision=run.revision,
             )
+            event = run.event("model.request", request)
             await run.append_locked(event)
             run.pending.clear()
     assert event is not None
@@ -251,13 +255,15 @@ class _Pull:
                 raise ModelStreamError("model stream sent an invalid text delta")
             sequence = len(self.deltas)
             self.deltas.append(delta)
-            data = {
+            data = MessageDeltaData(
                 **run.ids(),
-                "requestId": self.request_id,
-                "messageId": self.output_id,
-                "role": "assistant",
-            }
-            return await run.publish("message.delta", {**data, "sequence": sequence, "delta": delta})
+                request_id=self.request_id,
+                message_id=self.output_id,
+                role="assistant",
+                sequence=sequence,
+                delta=delta,
+            )
+            return await run.publish("message.delta", data)
         if type(frame) is ToolCallFrame:
             assert isinstance(frame, ToolCallFrame)
             self.calls.append(_check_call(run, frame.call, self.calls))
@@ -290,33 +296,29 @@ async def _record_response(
         run.model_call_ids.add(call.id)
     run.usage = _add_usage(run.usage, response.usage)
     finish = response.finish_reason
-    if await run.publish(
-        "model.response",
-        {
-            "requestId": request_id,
-            "model": a.model,
-            "finishReason": finish,
-            "usage": usage_data(response.usage),
-            **run.ids(),
-        },
-    ):
+    recorded = ModelResponseData(
+        request_id=request_id,
+        model=a.model,
+        finish_reason=finish,
+        usage=event_usage(response.usage),
+        **run.ids(),
+    )
+    if await run.publish("model.response", recorded):
         yield
     run.messages.append(AssistantMessage(content=response.content, tool_calls=tuple(calls) or None))
     run.revision += 1
     run.output_message_id = output_id
-    if await run.publish(
-        "message.completed",
-        {
-            **run.ids(),
-            "messageId": output_id,
-            "requestId": request_id,
-            "role": "assistant",
-            "content": response.content,
-            "finishReason": finish,
-            "stateVersion": 1,
-            "messageRevision": run.revision,
-        },
-    ):
+    message = AssistantMessageCompletedData(
+        **run.ids(),
+        message_id=output_id,
+        request_id=request_id,
+        role="assistant",
+        content=response.content,
+        finish_reason=finish,
+        state_version=1,
+        message_revision=run.revision,
+    )
+    if await run.publish("message.completed", message):
         yield
     if finish != "tool_calls":
         run.check_cancel()

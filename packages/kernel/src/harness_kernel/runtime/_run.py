@@ -24,7 +24,16 @@ import trio
 from harness_kernel._gate import ToolGate
 from harness_kernel._ids import is_id
 from harness_kernel.events._codec import create_event
-from harness_kernel.events._model import Event, EventType
+from harness_kernel.events._model import (
+    AgentStartedData,
+    AgentStatus,
+    BudgetWarningData,
+    Event,
+    EventData,
+    EventType,
+    TurnStartedData,
+    UserMessageCompletedData,
+)
 from harness_kernel.models._types import ChatMessage, Usage, UserMessage
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
@@ -37,7 +46,7 @@ from harness_kernel.runtime._errors import (
 )
 from harness_kernel.runtime._input import Admitted
 from harness_kernel.runtime._model_step import model_round
-from harness_kernel.runtime._shared import Canceled, percent
+from harness_kernel.runtime._shared import Canceled, RunIds, or_unset, percent
 from harness_kernel.runtime._terminal import record_terminal
 from harness_workspace import AbortController, move_on_abort
 
@@ -184,7 +193,8 @@ class Run:
             raise InvalidRunInputError(f'new_id("{prefix}") returned an invalid id')
         return value
 
-    def event(self, event_type: EventType, data: dict[str, object], actor: str = "kernel") -> Event:
+    def event(self, event_type: EventType, data: EventData, actor: str = "kernel") -> Event:
+        """A validated event of this run, with a fresh id and the injected clock's time."""
         event_id = self.new_id("evt")
         at: object = self.a.now()
         if type(at) is not str:
@@ -194,9 +204,9 @@ class Run:
         except Exception as error:
             raise InvalidRunInputError(f"cannot build {event_type} event: {error}") from error
 
-    def ids(self) -> dict[str, object]:
+    def ids(self) -> RunIds:
         """The run, session and turn ids every run event carries."""
-        return {"runId": self.a.run_id, "sessionId": self.a.session_id, "turnId": self.a.turn_id}
+        return RunIds(run_id=self.a.run_id, session_id=self.a.session_id, turn_id=self.a.turn_id)
 
     async def append_locked(self, event: Event) -> None:
         """Append, shielded; the caller holds the writer lock."""
@@ -240,7 +250,7 @@ class Run:
             raise Canceled
 
     async def publish(
-        self, event_type: EventType, data: dict[str, object], *, actor: str = "kernel", force: bool = False
+        self, event_type: EventType, data: EventData, *, actor: str = "kernel", force: bool = False
     ) -> bool:
         """Append and queue one event; True when the producer must wait for the acknowledgement."""
         if not force:
@@ -297,7 +307,9 @@ class Run:
         self.admitted.set()
         if not self.cancel_requested:
             yield
-        status, note, error = "completed", None, None
+        status: AgentStatus = "completed"
+        note: str | None = None
+        error: BaseException | None = None
         try:
             async for _ in self._loop():
                 yield
@@ -322,29 +334,35 @@ class Run:
             self.status = "running"
         a = self.a
         self.agent_id = self.new_id("agent")
-        started: dict[str, object] = {"agentId": self.agent_id, "sessionId": a.session_id}
-        if a.task_id is not None:
-            started["taskId"] = a.task_id
-        started |= {"model": a.model, "runId": a.run_id, "turnId": a.turn_id}
+        started = AgentStartedData(
+            agent_id=self.agent_id,
+            session_id=a.session_id,
+            task_id=or_unset(a.task_id),
+            model=a.model,
+            run_id=a.run_id,
+            turn_id=a.turn_id,
+        )
         event = self.event("agent.started", started)
         await self.append(event)
         self.enqueue(event)
         self.input_message_id = self.new_id("msg")
-        event = self.event("turn.started", {**self.ids(), "inputMessageId": self.input_message_id})
+        event = self.event(
+            "turn.started", TurnStartedData(**self.ids(), input_message_id=self.input_message_id)
+        )
         await self.append(event)
         self.enqueue(event)
         self.messages.append(UserMessage(content=a.input))
         self.revision += 1
         event = self.event(
             "message.completed",
-            {
+            UserMessageCompletedData(
                 **self.ids(),
-                "messageId": self.input_message_id,
-                "role": "user",
-                "content": a.input,
-                "stateVersion": 1,
-                "messageRevision": self.revision,
-            },
+                message_id=self.input_message_id,
+                role="user",
+                content=a.input,
+                state_version=1,
+                message_revision=self.revision,
+            ),
         )
         await self.append(event)
         self.enqueue(event)
@@ -358,11 +376,15 @@ class Run:
 
     async def warning(self, metric: BudgetMetric, used: int, limit: int) -> bool:
         """Publish one ``budget.warning``; True when the producer must wait for the acknowledgement."""
-        data: dict[str, object] = {}
-        if self.a.task_id is not None:
-            data["taskId"] = self.a.task_id
-        data |= {**self.ids(), "metric": metric, "used": used, "limit": limit, "pct": percent(used, limit)}
-        return await self.publish("budget.warning", data)
+        warning = BudgetWarningData(
+            task_id=or_unset(self.a.task_id),
+            **self.ids(),
+            metric=metric,
+            used=used,
+            limit=limit,
+            pct=percent(used, limit),
+        )
+        return await self.publish("budget.warning", warning)
 
     async def _loop(self) -> AsyncGenerator[None, None]:
         while True:

@@ -1,9 +1,13 @@
-"""What every step of a run shares: the limits of spec §8, the text cut, the budget percentage
-and the internal signal of an observed cancellation."""
+"""What every step of a run shares: the limits of spec §8, the text cut, the budget percentage,
+the ids every run event carries and the internal signal of an observed cancellation."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, TypedDict, TypeVar
+
+from msgspec import UNSET, UnsetType
+
+T = TypeVar("T")
 
 __all__ = [
     "CLEANUP_GRACE",
@@ -14,7 +18,9 @@ __all__ = [
     "MAX_TEXT",
     "MAX_TRANSCRIPT_BYTES",
     "Canceled",
+    "RunIds",
     "cut",
+    "or_unset",
     "percent",
 ]
 
@@ -42,3 +48,16 @@ def cut(text: str) -> str:
 def percent(used: int, limit: int) -> int:
     """``used`` as a rounded percentage of ``limit`` (half up; 100 for a zero limit)."""
     return 100 if limit == 0 else (used * 200 + limit) // (2 * limit)
+
+
+class RunIds(TypedDict):
+    """The ids every run event's payload carries; unpack it into a payload Struct."""
+
+    run_id: str
+    session_id: str
+    turn_id: str
+
+
+def or_unset(value: T | None) -> T | UnsetType:
+    """An optional payload field: ``None`` leaves it out of the event."""
+    return UNSET if value is None else value

@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness_kernel.events._model import Event
+from harness_kernel.events._model import AgentStatus, AgentStoppedData, Event, EventUsage, TurnCompletedData
 from harness_kernel.models._types import Usage
 from harness_kernel.runtime._errors import AgentRuntimeError, EventAppendError, ModelStreamError
-from harness_kernel.runtime._shared import cut
+from harness_kernel.runtime._shared import cut, or_unset
 
 if TYPE_CHECKING:
     from harness_kernel.runtime._run import Run
 
-__all__ = ["record_terminal", "usage_data"]
+__all__ = ["event_usage", "record_terminal"]
 
 
-async def record_terminal(run: Run, status: str, note: str | None, error: BaseException | None) -> None:
+async def record_terminal(
+    run: Run, status: AgentStatus, note: str | None, error: BaseException | None
+) -> None:
     """Append the terminal pair for ``status`` (or the ``failed`` pair) and end the run."""
     if run.poison is not None:
         run.error = run.poison
@@ -58,35 +60,38 @@ async def record_terminal(run: Run, status: str, note: str | None, error: BaseEx
     run.end(status)
 
 
-def _terminal_pair(run: Run, status: str, note: str | None) -> tuple[Event, Event]:
+def _terminal_pair(run: Run, status: AgentStatus, note: str | None) -> tuple[Event, Event]:
     a = run.a
-    completed: dict[str, object] = {**run.ids(), "status": status}
-    if status == "completed" and run.output_message_id is not None:
-        completed["outputMessageId"] = run.output_message_id
-    completed |= {
-        "modelRequests": run.model_requests,
-        "toolCalls": run.tool_calls,
-        "usage": usage_data(run.usage),
-        "stateVersion": 1,
-        "messageRevision": run.revision,
-    }
-    stopped: dict[str, object] = {
-        "agentId": run.agent_id,
-        "status": status,
-        "steps": run.model_requests,
-        "toolCalls": run.tool_calls,
-    }
-    if note is not None:
-        completed["note"] = cut(note)
-        stopped["note"] = cut(note)
-    stopped |= {"runId": a.run_id, "sessionId": a.session_id, "turnId": a.turn_id}
+    output_message_id = run.output_message_id if status == "completed" else None
+    cut_note = None if note is None else cut(note)
+    completed = TurnCompletedData(
+        **run.ids(),
+        status=status,
+        output_message_id=or_unset(output_message_id),
+        model_requests=run.model_requests,
+        tool_calls=run.tool_calls,
+        usage=event_usage(run.usage),
+        state_version=1,
+        message_revision=run.revision,
+        note=or_unset(cut_note),
+    )
+    stopped = AgentStoppedData(
+        agent_id=run.agent_id,
+        status=status,
+        steps=run.model_requests,
+        tool_calls=run.tool_calls,
+        note=or_unset(cut_note),
+        run_id=a.run_id,
+        session_id=a.session_id,
+        turn_id=a.turn_id,
+    )
     return run.event("turn.completed", completed), run.event("agent.stopped", stopped)
 
 
-def usage_data(usage: Usage) -> dict[str, object]:
-    """The wire form of a usage record."""
-    return {
-        "promptTokens": usage.prompt_tokens,
-        "completionTokens": usage.completion_tokens,
-        "totalTokens": usage.total_tokens,
-    }
+def event_usage(usage: Usage) -> EventUsage:
+    """The event record of a usage."""
+    return EventUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+    )

@@ -14,15 +14,24 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
 from harness_kernel._gate import ToolInputError, convert_arguments, permission_intent, resolution_of
 from harness_kernel._json import JsonValue, encode_json
+from harness_kernel.events._model import (
+    PermissionRequestedData,
+    PermissionResolvedData,
+    RuntimePolicyDecisionData,
+    ToolCallData,
+    ToolMessageCompletedData,
+    ToolResultData,
+    ToolResultErrorData,
+)
 from harness_kernel.models._types import ToolCall, ToolMessage
 from harness_kernel.policy._permission import PermissionRequest
 from harness_kernel.runtime._errors import RuntimeBudgetExceededError
-from harness_kernel.runtime._shared import MAX_TRANSCRIPT_BYTES, Canceled, cut
+from harness_kernel.runtime._shared import MAX_TRANSCRIPT_BYTES, Canceled, cut, or_unset
 from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent
 from harness_workspace import WorkspaceOperationError
 
@@ -55,17 +64,16 @@ class ToolStep:
         run, call = self.run, self.call
         self.call_id = run.new_id("call")
         run.tool_calls += 1
-        if await run.publish(
-            "tool.call",
-            {
-                "callId": self.call_id,
-                "tool": call.name,
-                "input": call.arguments,
-                **run.ids(),
-                "requestId": self.request_id,
-                "modelCallId": call.id,
-            },
-        ):
+        recorded = ToolCallData(
+            call_id=self.call_id,
+            tool=call.name,
+            # The model step froze the arguments (``_check_call``); ToolCall's type is wider.
+            input=cast(JsonValue, call.arguments),
+            **run.ids(),
+            request_id=self.request_id,
+            model_call_id=call.id,
+        )
+        if await run.publish("tool.call", recorded):
             yield
         async for _ in self._count_call():
             yield
@@ -105,21 +113,18 @@ class ToolStep:
         a = run.a
         verdict = run.gate.judge(tool, permission_intent(tool, params))
         intent, effect, reason = verdict.intent, verdict.effect, verdict.reason
-        decision: dict[str, object] = {}
-        if a.task_id is not None:
-            decision["taskId"] = a.task_id
-        decision |= {
-            "sessionId": a.session_id,
-            "runId": a.run_id,
-            "turnId": a.turn_id,
-            "callId": self.call_id,
-        }
-        decision["action"] = intent.action
-        if intent.subject is not None:
-            decision["subject"] = intent.subject
-        decision |= {"effect": effect, "reason": reason}
-        if verdict.rule_id is not None:
-            decision["ruleId"] = verdict.rule_id
+        decision = RuntimePolicyDecisionData(
+            task_id=or_unset(a.task_id),
+            session_id=a.session_id,
+            run_id=a.run_id,
+            turn_id=a.turn_id,
+            call_id=self.call_id,
+            action=intent.action,
+            subject=or_unset(intent.subject),
+            effect=effect,
+            reason=reason,
+            rule_id=or_unset(verdict.rule_id),
+        )
         if await run.publish("policy.decision", decision):
             yield
         if effect == "deny":
@@ -180,21 +185,32 @@ class ToolStep:
         a = run.a
         scope_name = intent.scope or "once"
         permission_id = run.new_id("perm")
-        base: dict[str, object] = {
-            "permissionId": permission_id,
-            "sessionId": a.session_id,
-            "runId": a.run_id,
-        }
-        base |= {"turnId": a.turn_id, "callId": self.call_id, "action": intent.action}
-        if intent.subject is not None:
-            base["subject"] = intent.subject
-        base["scope"] = scope_name
-        if await run.publish("permission.requested", {**base, "reason": reason}):
+        requested = PermissionRequestedData(
+            permission_id=permission_id,
+            session_id=a.session_id,
+            run_id=a.run_id,
+            turn_id=a.turn_id,
+            call_id=self.call_id,
+            action=intent.action,
+            subject=or_unset(intent.subject),
+            scope=scope_name,
+            reason=reason,
+        )
+        if await run.publish("permission.requested", requested):
             yield
         decision, note, actor, canceled = await self._resolve(permission_id, intent, reason)
-        resolved = {**base, "decision": decision}
-        if note is not None:
-            resolved["note"] = note
+        resolved = PermissionResolvedData(
+            permission_id=permission_id,
+            session_id=a.session_id,
+            run_id=a.run_id,
+            turn_id=a.turn_id,
+            call_id=self.call_id,
+            action=intent.action,
+            subject=or_unset(intent.subject),
+            scope=scope_name,
+            decision=decision,
+            note=or_unset(note),
+        )
         ack = await run.publish("permission.resolved", resolved, actor=actor, force=True)
         if canceled or run.cancel_requested:
             self.ask_denial = ("TOOL_CANCELED", "tool canceled")
@@ -209,7 +225,7 @@ class ToolStep:
 
     async def _resolve(
         self, permission_id: str, intent: ToolPermissionIntent, reason: str
-    ) -> tuple[str, str | None, str, bool]:
+    ) -> tuple[Literal["allow", "deny"], str | None, str, bool]:
         """(decision, note, actor, canceled): the resolver's answer, or the kernel's deny."""
         run = self.run
         a = run.a
@@ -250,24 +266,29 @@ class ToolStep:
         run, call = self.run, self.call
         output, error = self.observation
         force = self.cancel_after_observation
-        result: dict[str, object] = {"callId": self.call_id, "tool": call.name, "ok": error is None}
         if error is None:
-            result["output"] = output
+            result = ToolResultData(call_id=self.call_id, tool=call.name, ok=True, output=output, **run.ids())
             content = encode_json(output).decode()
         else:
-            result["error"] = {"code": error[0], "message": error[1]}
+            failure = ToolResultErrorData(code=error[0], message=error[1])
+            result = ToolResultData(
+                call_id=self.call_id, tool=call.name, ok=False, error=failure, **run.ids()
+            )
             content = encode_json({"error": {"code": error[0], "message": error[1]}}).decode()
-        if await run.publish("tool.result", {**result, **run.ids()}, force=force) and not force:
+        if await run.publish("tool.result", result, force=force) and not force:
             yield
         message_id = run.new_id("msg")
         run.messages.append(ToolMessage(content=content, name=call.name, tool_call_id=call.id))
         run.revision += 1
-        data: dict[str, object] = {**run.ids(), "messageId": message_id, "role": "tool", "name": call.name}
-        data |= {
-            "toolCallId": call.id,
-            "content": content,
-            "stateVersion": 1,
-            "messageRevision": run.revision,
-        }
-        if await run.publish("message.completed", data, force=force) and not force:
+        message = ToolMessageCompletedData(
+            **run.ids(),
+            message_id=message_id,
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=content,
+            state_version=1,
+            message_revision=run.revision,
+        )
+        if await run.publish("message.completed", message, force=force) and not force:
             yield
