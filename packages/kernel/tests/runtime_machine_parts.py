@@ -95,6 +95,7 @@ class Trace:
     in_step: bool = False
     effects: list[Effect] = field(default_factory=list[Effect])
     running: dict[str, int] = field(default_factory=dict[str, int])
+    started: dict[str, trio.Event] = field(default_factory=dict[str, trio.Event])
     resolver_answers: dict[str, str] = field(default_factory=dict[str, str])
     resolver_raised: set[str] = field(default_factory=set[str])
     executed: dict[str, str] = field(default_factory=dict[str, str])
@@ -135,6 +136,11 @@ class Trace:
 
     def enter(self, kind: str) -> None:
         self.running[kind] = self.running.get(kind, 0) + 1
+        self.first_start(kind).set()
+
+    def first_start(self, kind: str) -> trio.Event:
+        """Set when a part of ``kind`` (model, resolver, tool) first starts running."""
+        return self.started.setdefault(kind, trio.Event())
 
     def leave(self, kind: str) -> None:
         self.running[kind] -= 1
@@ -143,16 +149,21 @@ class Trace:
 # ------------------------------------------------------------------ store
 
 
+AppendPoint = int | str | None
+"""An append attempt: by its 0-based index, or the first attempt of an event type; for
+``fail_at``, ``"held"`` is the attempt held at the gate."""
+
+
 class MachineStore(MemoryEventStore):
     """A memory store whose appends take virtual time, one of which may fail or wait at a gate.
 
     Args:
-        fail_at: The 0-based append attempt that raises ``OSError`` (after its delay).
-        gate_at: The 0-based append attempt that waits until ``release`` is set.
+        fail_at: The append attempt that raises ``OSError`` (after its delay).
+        gate_at: The append attempt that waits until ``release`` is set.
         delays: Ticks each attempt takes, by attempt index (0 beyond the list).
     """
 
-    def __init__(self, *, fail_at: int | None, gate_at: int | None, delays: Sequence[int]) -> None:
+    def __init__(self, *, fail_at: AppendPoint, gate_at: AppendPoint, delays: Sequence[int]) -> None:
         super().__init__()
         self.fail_at = fail_at
         self.gate_at = gate_at
@@ -161,6 +172,13 @@ class MachineStore(MemoryEventStore):
         self.failed_at: int | None = None
         self.appends_after_failure = 0
         self.release = trio.Event()
+        self.held = trio.Event()
+        """Set once an append waits at the gate."""
+
+    def _is(self, point: AppendPoint, index: int, event: Event) -> bool:
+        if isinstance(point, str):
+            return event.type == point and all(e.type != point for e in self.attempts[:index])
+        return index == point
 
     async def append(self, event: Event) -> None:
         index = len(self.attempts)
@@ -168,9 +186,11 @@ class MachineStore(MemoryEventStore):
         if self.failed_at is not None:
             self.appends_after_failure += 1
         await pause(delay_at(self.delays, index))
-        if index == self.gate_at:
+        held = self._is(self.gate_at, index, event)
+        if held:
+            self.held.set()
             await self.release.wait()
-        if index == self.fail_at:
+        if (held and self.fail_at == "held") or self._is(self.fail_at, index, event):
             self.failed_at = index
             raise OSError(f"disk full at append {index} ({event.type})")
         await super().append(event)
