@@ -15,7 +15,7 @@ from types import TracebackType
 import trio
 
 from harness_kernel._json import has_lone_surrogate
-from harness_kernel.events._model import Event
+from harness_kernel.events._model import Event, SteeringQueuedData
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     EventAppendError,
@@ -30,7 +30,8 @@ from harness_kernel.runtime._errors import (
     SteeringClosedError,
 )
 from harness_kernel.runtime._input import RunInput, RuntimeBudget, admit, check_id
-from harness_kernel.runtime._run import FINISHED, Run
+from harness_kernel.runtime._run import Run
+from harness_kernel.runtime._shared import FINISHED
 
 __all__ = [
     "AgentRuntimeError",
@@ -110,7 +111,7 @@ class RunStream:
             EventAppendError: the canceled terminal pair could not be appended.
         """
         run = self._run
-        if run.abandoned or run.finished.is_set():
+        if run.finished.is_set():
             run.abandoned = True
             run.queue.clear()
             return
@@ -198,18 +199,9 @@ class MinimalAgentRuntime:
                         f"at most {MAX_PENDING_STEERING} steering messages may be pending"
                     )
                 message_id = run.new_id("msg")
-                a = run.a
-                event = run.event(
-                    "steering.queued",
-                    {
-                        "runId": a.run_id,
-                        "sessionId": a.session_id,
-                        "turnId": a.turn_id,
-                        "messageId": message_id,
-                        "content": text,
-                    },
-                )
-                await run._append_locked(event)  # pyright: ignore[reportPrivateUsage]
+                queued = SteeringQueuedData(**run.ids(), message_id=message_id, content=text)
+                event = run.event("steering.queued", queued)
+                await run.append_locked(event)
                 run.enqueue(event)
                 run.pending.append(text)
 
@@ -219,7 +211,8 @@ class MinimalAgentRuntime:
         Raises:
             InvalidRunInputError: ``run_id`` is not an id.
             RunNotFoundError: no such run.
-            RunTerminalError: the run finished otherwise, or is completing.
+            RunTerminalError: the run finished otherwise (also when the request came while
+                another outcome was being recorded), or is completing otherwise.
             EventAppendError: the terminal pair could not be appended.
         """
         check_id(run_id, "run_id")
@@ -232,12 +225,18 @@ class MinimalAgentRuntime:
                 return
             raise RunTerminalError(run_id, status)
         if run.status == "completing":
-            if run.finishing_as == "canceled":
-                await run.finished.wait()
-                return
-            raise RunTerminalError(run_id, "completing")
-        run.request_cancel()
-        await run.drive_to_end()
+            if run.finishing_as != "canceled":
+                raise RunTerminalError(run_id, "completing")
+            # Finishing as canceled already: wait for that pair like any later request, and
+            # raise its failure rather than report a pair that was never appended.
+            await run.finished.wait()
+        else:
+            run.request_cancel()
+            await run.drive_to_end()
         failure = run.failure()
         if failure is not None:
             raise failure
+        if run.status != "canceled":
+            # The request lost to an outcome already being recorded when it came (a budget
+            # exceed after its forced warning): report that outcome, as its tombstone would.
+            raise RunTerminalError(run_id, run.status)

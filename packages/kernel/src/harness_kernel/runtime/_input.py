@@ -189,6 +189,25 @@ def _advertised(tools: dict[str, Tool[Any]], has_workspace: bool) -> tuple[ToolD
         raise InvalidRunInputError(str(error)) from error
 
 
+def _model_timeout(value: int | None) -> int | None:
+    if value is not None and not (type(value) is int and 1 <= value <= MAX_TIMEOUT_MS):
+        raise InvalidRunInputError(f"model_timeout_ms must be an int of 1..{MAX_TIMEOUT_MS} or None")
+    return value
+
+
+def _provider_options(value: dict[str, Any] | None) -> FrozenDict | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise InvalidRunInputError("provider_options must be a dict or None")
+    try:
+        frozen, _ = bounded_json(value)
+    except BoundedJsonError as error:
+        raise InvalidRunInputError(f"provider_options is not bounded JSON: {error}") from error
+    assert type(frozen) is FrozenDict
+    return frozen
+
+
 def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
     """Validate and snapshot a ``RunInput`` (steps 1 to 3 of §8.2, in that order).
 
@@ -220,9 +239,7 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
         decide = _captured(value.permission, "decide", "permission.decide")
         resolve = _captured(value.permission, "resolve", "permission.resolve", optional=True)
     max_steps, max_model_tokens, max_tool_calls = _budget(value.budget)
-    timeout = value.model_timeout_ms
-    if timeout is not None and not (type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS):
-        raise InvalidRunInputError(f"model_timeout_ms must be an int of 1..{MAX_TIMEOUT_MS} or None")
+    timeout = _model_timeout(value.model_timeout_ms)
     task_id = None if value.task_id is None else check_id(value.task_id, "task_id")
     workspace = None if value.workspace is None else bind_workspace(value.workspace)
     context = _context(value.context)
@@ -233,16 +250,7 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
     )
     if value.max_tokens is not None and not _is_safe_int(value.max_tokens, 1):
         raise InvalidRunInputError("max_tokens must be a safe int >= 1 or None")
-    options: FrozenDict | None = None
-    if value.provider_options is not None:
-        if type(value.provider_options) is not dict:
-            raise InvalidRunInputError("provider_options must be a dict or None")
-        try:
-            frozen, _ = bounded_json(value.provider_options)
-        except BoundedJsonError as error:
-            raise InvalidRunInputError(f"provider_options is not bounded JSON: {error}") from error
-        assert type(frozen) is FrozenDict
-        options = frozen
+    options = _provider_options(value.provider_options)
     if value.signal is not None and type(value.signal) is not AbortSignal:
         raise InvalidRunInputError("signal must be a harness_workspace.AbortSignal or None")
     now = cast("Callable[[], str] | None", _captured(value, "now", "now", optional=True)) or default_now
