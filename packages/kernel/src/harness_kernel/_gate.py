@@ -64,8 +64,14 @@ def close_coroutine(value: object) -> None:
         value.close()
 
 
-def _cut(text: str) -> str:
+def cut_reason(text: str) -> str:
+    """``text`` cut to :data:`MAX_REASON_CHARS`, the longest reason or note an event may carry."""
     return text[:MAX_REASON_CHARS]
+
+
+def budget_percent(used: int, limit: int) -> int:
+    """``used`` as a rounded percentage of ``limit`` (half up; 100 for a zero limit)."""
+    return 100 if limit == 0 else (used * 200 + limit) // (2 * limit)
 
 
 class ToolDefinitionError(ValueError):
@@ -119,7 +125,7 @@ def convert_arguments(tool: Tool[Any], arguments: object) -> object:
         params = msgspec.convert(thaw_json(cast(JsonValue, arguments)), tool.parameters, strict=True)
     except Exception as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ToolInputError(_cut(f"invalid input for {tool.name}: {first}")) from error
+        raise ToolInputError(cut_reason(f"invalid input for {tool.name}: {first}")) from error
     try:
         bounded_json(msgspec.to_builtins(params))
     except Exception as error:
@@ -133,7 +139,8 @@ def default_intent(tool: Tool[Any]) -> ToolPermissionIntent:
     return ToolPermissionIntent(action="tool.call", subject=tool.name, scope="once")
 
 
-def _valid_text(value: object, low: int, high: int) -> bool:
+def valid_text(value: object, low: int, high: int) -> bool:
+    """``value`` is a ``str`` of ``low``..``high`` characters without a lone surrogate."""
     return type(value) is str and low <= len(value) <= high and not has_lone_surrogate(value)
 
 
@@ -156,9 +163,9 @@ def permission_intent(tool: Tool[Any], params: object) -> ToolPermissionIntent |
     assert isinstance(intent, ToolPermissionIntent)
     subject: object = intent.subject
     scope: object = intent.scope
-    if not _valid_text(intent.action, 1, _MAX_ACTION_CHARS):
+    if not valid_text(intent.action, 1, _MAX_ACTION_CHARS):
         return None
-    if subject is not None and not _valid_text(subject, 0, MAX_REASON_CHARS):
+    if subject is not None and not valid_text(subject, 0, MAX_REASON_CHARS):
         return None
     if scope is not None and scope not in ("once", "run"):
         return None
@@ -178,7 +185,7 @@ def resolution_of(answer: object) -> PermissionResolution | None:
     assert isinstance(answer, PermissionResolution)
     note: object = answer.note
     if answer.decision not in ("allow", "deny") or (
-        note is not None and not _valid_text(note, 0, MAX_REASON_CHARS)
+        note is not None and not valid_text(note, 0, MAX_REASON_CHARS)
     ):
         return None
     return PermissionResolution(answer.decision, answer.note)
@@ -285,7 +292,7 @@ class ToolGate:
         effect: object = decision.effect
         reason: object = decision.reason
         rule_id: object = decision.rule_id
-        if effect not in ("allow", "ask", "deny") or not _valid_text(reason, 0, MAX_REASON_CHARS):
+        if effect not in ("allow", "ask", "deny") or not valid_text(reason, 0, MAX_REASON_CHARS):
             return invalid
         if rule_id is not None and not is_id(rule_id):
             return invalid

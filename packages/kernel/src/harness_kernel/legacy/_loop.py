@@ -19,10 +19,13 @@ from harness_kernel._gate import (
     ToolGate,
     ToolInputError,
     Verdict,
+    budget_percent,
     convert_arguments,
+    cut_reason,
     permission_intent,
     resolution_of,
     tool_definitions,
+    valid_text,
 )
 from harness_kernel._ids import now_timestamp, random_id
 from harness_kernel._json import (
@@ -79,7 +82,6 @@ from harness_kernel.models._types import (
     empty_usage,
 )
 from harness_kernel.policy._permission import (
-    MAX_REASON_CHARS,
     PermissionRequest,
     PermissionResolution,
 )
@@ -141,14 +143,6 @@ def _is_safe_count(value: object) -> bool:
     return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
 
 
-def _is_text(value: object, low: int, high: int) -> bool:
-    return type(value) is str and low <= len(value) <= high and not has_lone_surrogate(value)
-
-
-def _clip(text: str) -> str:
-    return text[:MAX_REASON_CHARS]
-
-
 def _static_attribute(error: BaseException, name: str) -> object:
     """Read ``name`` as plain data from the instance or class dictionaries, or ``None``.
 
@@ -173,12 +167,6 @@ def _static_attribute(error: BaseException, name: str) -> object:
     return class_value
 
 
-def _budget_pct(used: int, limit: int) -> int:
-    if limit == 0:
-        return 100
-    return (used * 200 + limit) // (limit * 2)
-
-
 class _Stop(Exception):
     """Internal: the run has ended; ``error`` is raised, or ``result`` returned."""
 
@@ -198,7 +186,7 @@ class _Loop:
         self.new_id: Callable[[str], str] = options.new_id or random_id
         self.on_event = options.on_event
         model_name: object = getattr(options.model, "name", None)
-        if not _is_text(model_name, 1, 256):
+        if not valid_text(model_name, 1, 256):
             raise ValueError("model.name must be a str of 1..256 characters")
         self.model_name = cast(str, model_name)
         complete: object = getattr(options.model, "complete", None)
@@ -268,7 +256,7 @@ class _Loop:
                 metric=metric,
                 used=used,
                 limit=limit,
-                pct=_budget_pct(used, limit),
+                pct=budget_percent(used, limit),
             ),
         )
 
@@ -438,9 +426,9 @@ class _Loop:
         checked: list[tuple[ToolCall, JsonValue]] = []
         transcript = self.transcript_bytes
         for call in response.tool_calls:
-            if not _is_text(call.id, 1, _MAX_CALL_ID_CHARS) or not call.id.strip():
+            if not valid_text(call.id, 1, _MAX_CALL_ID_CHARS) or not call.id.strip():
                 return "tool call id must be a str of 1..512 characters", ()
-            if not _is_text(call.name, 1, _MAX_TOOL_NAME_CHARS) or not call.name.strip():
+            if not valid_text(call.name, 1, _MAX_TOOL_NAME_CHARS) or not call.name.strip():
                 return "tool call name must be a str of 1..256 characters", ()
             try:
                 arguments, wire = normalize_tool_json(call.arguments)
@@ -607,9 +595,9 @@ class _Loop:
         except WorkspaceOperationError as error:
             code = _static_attribute(error, "code")
             valid = type(code) is str and _ERROR_CODE.fullmatch(code) is not None
-            failure = (cast(str, code) if valid else TOOL_EXECUTION_FAILED, _clip(str(error)))
+            failure = (cast(str, code) if valid else TOOL_EXECUTION_FAILED, cut_reason(str(error)))
         except Exception as error:
-            failure = (TOOL_EXECUTION_FAILED, _clip(str(error)))
+            failure = (TOOL_EXECUTION_FAILED, cut_reason(str(error)))
         if self.run_signal.aborted:
             raise await self.canceled_call(call.name, call_id, f"{_CANCELED_NOTE} during tool execution")
         if failure is not None:
@@ -651,7 +639,7 @@ def _response_problem(response: object) -> str | None:
     """Checks made before ``model.response``; ``None`` when the response is well formed."""
     if type(response) is not CompletionResponse:
         return "model response must be a CompletionResponse"
-    if not _is_text(response.id, 1, _MAX_RESPONSE_ID_CHARS):
+    if not valid_text(response.id, 1, _MAX_RESPONSE_ID_CHARS):
         return "model response id must be a str of 1..512 characters"
     if type(response.content) is not str or has_lone_surrogate(response.content):
         return "model response content must be a str"

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 import trio
 
 from harness_kernel._gate import ToolGate
+from harness_kernel._gate import budget_percent as percent
 from harness_kernel._ids import is_id
 from harness_kernel.events._codec import create_event
 from harness_kernel.events._model import (
@@ -46,7 +47,7 @@ from harness_kernel.runtime._errors import (
 )
 from harness_kernel.runtime._input import Admitted
 from harness_kernel.runtime._model_step import model_round
-from harness_kernel.runtime._shared import Canceled, RunIds, or_unset, percent
+from harness_kernel.runtime._shared import Canceled, RunIds, or_unset
 from harness_kernel.runtime._terminal import record_terminal
 from harness_workspace import AbortController, move_on_abort
 

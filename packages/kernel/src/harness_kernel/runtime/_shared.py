@@ -15,17 +15,12 @@ __all__ = [
     "MAX_CALLS",
     "MAX_CONTENT",
     "MAX_DELTA",
-    "MAX_TEXT",
     "MAX_TRANSCRIPT_BYTES",
     "Canceled",
     "RunIds",
-    "cut",
     "or_unset",
-    "percent",
 ]
 
-MAX_TEXT: Final = 4096
-"""Longest reason, note or error message an event carries (longer text is cut)."""
 MAX_CONTENT: Final = 16 * 1_048_576
 MAX_DELTA: Final = 1_048_576
 MAX_CALLS: Final = 128
@@ -38,16 +33,6 @@ FINISHED: Final = frozenset({"completed", "failed", "canceled", "budget_exceeded
 
 class Canceled(Exception):
     """Internal: the run's cancellation was observed; the producer ends with the canceled pair."""
-
-
-def cut(text: str) -> str:
-    """``text`` cut to :data:`MAX_TEXT` characters."""
-    return text[:MAX_TEXT]
-
-
-def percent(used: int, limit: int) -> int:
-    """``used`` as a rounded percentage of ``limit`` (half up; 100 for a zero limit)."""
-    return 100 if limit == 0 else (used * 200 + limit) // (2 * limit)
 
 
 class RunIds(TypedDict):

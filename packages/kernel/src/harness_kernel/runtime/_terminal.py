@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness_kernel._gate import cut_reason as cut
 from harness_kernel.events._model import AgentStatus, AgentStoppedData, Event, EventUsage, TurnCompletedData
 from harness_kernel.models._types import Usage
 from harness_kernel.runtime._errors import AgentRuntimeError, EventAppendError, ModelStreamError
-from harness_kernel.runtime._shared import cut, or_unset
+from harness_kernel.runtime._shared import or_unset
 
 if TYPE_CHECKING:
     from harness_kernel.runtime._run import Run

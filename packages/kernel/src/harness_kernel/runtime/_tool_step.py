@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
 from harness_kernel._gate import ToolInputError, convert_arguments, permission_intent, resolution_of
+from harness_kernel._gate import cut_reason as cut
 from harness_kernel._json import JsonValue, encode_json
 from harness_kernel.events._model import (
     PermissionRequestedData,
@@ -31,7 +32,7 @@ from harness_kernel.events._model import (
 from harness_kernel.models._types import ToolCall, ToolMessage
 from harness_kernel.policy._permission import PermissionRequest
 from harness_kernel.runtime._errors import RuntimeBudgetExceededError
-from harness_kernel.runtime._shared import MAX_TRANSCRIPT_BYTES, Canceled, cut, or_unset
+from harness_kernel.runtime._shared import MAX_TRANSCRIPT_BYTES, Canceled, or_unset
 from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent
 from harness_workspace import WorkspaceOperationError
 
