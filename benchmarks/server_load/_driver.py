@@ -44,6 +44,8 @@ async def _in_process_phases(
         tools=echo_tools,
         models={"plain": plain_model, "tool": tool_model},
         max_connections=max(1024, max(arguments.levels) + arguments.idle + 64),
+        # The server-wide session cap (256 by default) would refuse the 500 level's sessions.
+        max_sessions=max(256, max(arguments.levels) + arguments.mixed_sessions + 64),
     )
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
