@@ -38,7 +38,7 @@ LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_MESSAGE_BYTES_LIMIT: Final = 16 * 1024 * 1024
 MAX_MANIFEST_BYTES: Final = 256 * 1024
 MIN_OUTBOUND_STALL_MS: Final = 10
-"""Below this, scheduling jitter alone could close a client that reads normally."""
+"""A floor for tests: a shorter stall would time scheduling jitter, not a peer that stopped reading."""
 MAX_OUTBOUND_STALL_MS: Final = 600_000
 MIN_CLOSE_GRACE_MS: Final = 10
 MAX_CLOSE_GRACE_MS: Final = 60_000
