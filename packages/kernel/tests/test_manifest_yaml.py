@@ -316,6 +316,7 @@ def test_arbitrary_yamlish_text_gives_a_manifest_or_a_parse_error(fragments: lis
     assert_manifest_or_error(outcome("".join(fragments)))
 
 
+@pytest.mark.slow
 @PROPERTIES
 @given(data=st.data())
 def test_mutations_of_the_example_give_a_manifest_or_a_parse_error(data: st.DataObject) -> None:
@@ -339,6 +340,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @PROPERTIES
 @given(
     overrides=st.dictionaries(

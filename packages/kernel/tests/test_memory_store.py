@@ -43,6 +43,7 @@ async def test_memory_store_rejects_non_events() -> None:
     assert store.events == ()
 
 
+@pytest.mark.slow
 async def test_sqlite_port_appends_to_its_session_and_reads_back_in_pages(tmp_path: Path) -> None:
     async with SqliteSessionStore(tmp_path / "s.db") as sessions:
         await sessions.create("a")

@@ -119,6 +119,7 @@ def regex_oracle(pattern: str, value: str) -> bool:
     return re.fullmatch(translate(pattern), value, re.DOTALL) is not None
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, database=None)
 @given(pattern=oracle_patterns, value=oracle_subjects)
 def test_the_linear_matcher_agrees_with_the_old_regex_translation(pattern: str, value: str) -> None:

@@ -138,6 +138,7 @@ async def _outcome(operation: Operation, store: SessionStore, clock: ManualClock
         return ("raised", type(error).__name__)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=st.lists(_operation(), min_size=5, max_size=40))
 async def test_memory_and_sqlite_agree_on_every_operation(

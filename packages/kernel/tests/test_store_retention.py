@@ -38,6 +38,7 @@ _SESSIONS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(plan=_SESSIONS)
 async def test_exactly_the_sessions_closed_before_the_cutoff_go_with_their_events(

@@ -306,6 +306,7 @@ def test_any_path_is_refused_before_policy_or_judged_and_opened_as_one_string(
     assert result["output"] == {"path": path, "content": "same string", "size": len("same string")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", RUNTIMES)
 @PROPERTY
 @given(path=model_paths)

@@ -656,6 +656,7 @@ def is_canonical(path: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(arbitrary_arguments)
 def test_read_file_arguments_either_parse_or_raise_the_typed_error(arguments: object) -> None:
@@ -699,6 +700,7 @@ def test_any_nonempty_string_path_parses_to_an_equal_path_or_is_refused_as_not_c
         assert isinstance(outcome.__cause__, msgspec.ValidationError)
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(st.dictionaries(st.text(max_size=8), json_values, max_size=6))
 def test_json_objects_within_the_limits_parse_for_echo_to_an_equal_object(
@@ -744,6 +746,7 @@ small_limits = st.builds(
 )
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(st.dictionaries(st.text(max_size=12), json_values, max_size=6), small_limits)
 def test_arguments_that_parse_are_within_every_limit(

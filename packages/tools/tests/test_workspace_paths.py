@@ -223,6 +223,7 @@ def test_every_path_is_returned_unchanged_or_refused_with_the_typed_error(
     assert not path.startswith("/")
 
 
+@pytest.mark.slow
 @PROPERTIES
 @given(path=any_paths, allow_root=st.booleans())
 def test_a_suggestion_is_canonical_and_names_the_same_path(path: str, allow_root: bool) -> None:
@@ -237,6 +238,7 @@ def test_a_suggestion_is_canonical_and_names_the_same_path(path: str, allow_root
     assert posixpath.normpath(unicodedata.normalize("NFC", path.replace("\\", "/"))) == suggestion
 
 
+@pytest.mark.slow
 @PROPERTIES
 @given(segments=st.lists(canonical_segments, min_size=1, max_size=8))
 def test_paths_joined_from_canonical_segments_are_accepted(segments: list[str]) -> None:

@@ -6,6 +6,8 @@ import io
 import subprocess
 import sys
 
+import pytest
+
 from harness_workspace._demo import run_demo
 
 
@@ -20,6 +22,7 @@ async def test_demo_walks_the_contract_and_reports_success() -> None:
     assert text.rstrip().endswith("demo finished: ok")
 
 
+@pytest.mark.slow
 def test_module_runs_as_a_program() -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "harness_workspace"], capture_output=True, text=True, check=False, timeout=60

@@ -36,6 +36,7 @@ from harness_workspace import (
 # ------------------------------------------------------------------ properties: requests
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(candidate=malformed_requests())
 async def test_malformed_request_raises_only_a_typed_workspace_error(candidate: object) -> None:
@@ -43,6 +44,7 @@ async def test_malformed_request_raises_only_a_typed_workspace_error(candidate: 
         await invoke_workspace_operation(MemoryWorkspace({"a": "b"}), candidate)
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(candidate=malformed_requests())
 async def test_malformed_request_never_reaches_the_adapter(candidate: object) -> None:
@@ -84,6 +86,7 @@ async def test_any_request_is_either_refused_with_a_typed_error_or_reaches_the_a
         assert len(adapter.calls) == 1
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(command=malformed_commands())
 async def test_malformed_command_raises_only_a_typed_error_and_never_reaches_the_adapter(

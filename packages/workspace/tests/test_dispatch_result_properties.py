@@ -286,6 +286,7 @@ def assert_contract_shape(operation: str, result: object, answer: object) -> Non
 # ------------------------------------------------------------------ properties: adapter results
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(case=adapter_results())
 async def test_any_adapter_result_yields_a_contract_shaped_value_or_a_typed_malformed_error(
@@ -302,6 +303,7 @@ async def test_any_adapter_result_yields_a_contract_shaped_value_or_a_typed_malf
         assert_contract_shape(operation, result, answer)
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(metadata=metadata_values)
 async def test_any_snapshot_metadata_is_either_normalised_json_or_a_typed_malformed_error(
@@ -329,6 +331,7 @@ def metadata_with_a_cycle(case: tuple[dict[str, object], int, bool]) -> object:
     return root
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(
     case=st.tuples(
@@ -417,6 +420,7 @@ async def test_well_formed_adapter_result_reaches_the_caller_with_an_equal_value
     assert result == expected
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(metadata=well_formed_metadata())
 async def test_well_formed_metadata_is_accepted_and_equal_to_its_source(metadata: object) -> None:

@@ -171,6 +171,7 @@ async def test_an_object_stored_under_another_id_is_refused(repository: Path) ->
     assert "another id" in error.message
 
 
+@pytest.mark.slow
 async def test_a_loose_zlib_bomb_stops_at_its_declared_size(repository: Path) -> None:
     blob = object_id(repository, "HEAD:a.txt")
     replace_loose(repository, blob, zlib.compress(b"blob 14\0" + b"\0" * (256 * 1024 * 1024), 9))

@@ -138,6 +138,7 @@ PATTERN_ALPHABET = st.sampled_from(
 PATH_ALPHABET = st.sampled_from(["a", "b", "/", ".", "-", "]", "!", "*"])
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(
     pattern=st.lists(PATTERN_ALPHABET, min_size=1, max_size=8).map("".join),

@@ -66,6 +66,7 @@ def run_property(base: Path, files: list[tuple[str, str]]) -> None:
     check_patch_applies(init(base / "repo"), base / "copy", files)
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(files=st.lists(edited_file(), min_size=1, max_size=3))
 def test_random_edit_scripts_give_patches_git_applies(

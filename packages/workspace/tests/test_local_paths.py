@@ -344,6 +344,7 @@ def _inside(root: Path, relative: str) -> bool:
     return parent == str(root) or parent.startswith(str(root) + os.sep)
 
 
+@pytest.mark.slow
 @hypothesis.settings(max_examples=300, deadline=None)
 @hypothesis.given(path=_paths, operation=strategies.sampled_from(["read_file", "write_file", "list_files"]))
 def test_any_path_is_either_inside_the_root_or_a_typed_error(
@@ -390,6 +391,7 @@ def _outcome(root: Path, resolver: ResolverChoice, path: str) -> tuple[str, str]
     return trio.run(read)
 
 
+@pytest.mark.slow
 @hypothesis.settings(max_examples=300, deadline=None)
 @hypothesis.given(path=_paths)
 def test_both_resolvers_agree_and_read_only_the_regular_file_the_path_names(

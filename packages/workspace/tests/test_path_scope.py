@@ -211,6 +211,7 @@ SEGMENT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, database=None)
 @given(st.lists(SEGMENT, max_size=12))
 def test_a_relative_request_resolves_inside_the_root_or_raises_exactly_when_it_leaves(
@@ -233,6 +234,7 @@ def test_a_relative_request_resolves_inside_the_root_or_raises_exactly_when_it_l
     assert resolved == "/" + "/".join(final)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, database=None)
 @given(st.lists(SEGMENT, max_size=12))
 def test_an_absolute_request_resolves_inside_the_root_or_raises_exactly_when_it_leaves(

@@ -206,6 +206,7 @@ async def test_workspace_adapter_flag_or_variable_admits_read_file(tmp_path: Pat
         await handle.aclose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM])
 def test_serve_exits_zero_on_sigint_and_sigterm(signal_number: int, tmp_path: Path) -> None:
     environ = {key: value for key, value in os.environ.items() if not key.startswith("HARNESS_")}
@@ -226,6 +227,7 @@ def test_serve_exits_zero_on_sigint_and_sigterm(signal_number: int, tmp_path: Pa
     assert process.returncode == 0, errors
 
 
+@pytest.mark.slow
 def test_demo_command_exits_zero_shows_the_refusal_and_the_local_workspace_run() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "agent_server", "demo"],

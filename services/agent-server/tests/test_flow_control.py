@@ -112,11 +112,13 @@ async def test_a_client_that_stops_reading_a_restore_page_is_closed_with_1013_an
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "stalled.sqlite")
     run = BurstRun()
+    # A short stall, so the test does not sit out the 5 s default (test_transport pins its length).
     options = {
         "db_path": None,
         "session_store": store,
         "models": {"fake-model/v1": run},
         "max_message_bytes": SMALL_MESSAGES,
+        "outbound_stall_ms": 500,
     }
     async with store, running(**options) as handle:
         async with handle.connect() as writer:

@@ -306,6 +306,8 @@ async def test_a_client_vanishing_mid_command_gets_the_command_killed_and_the_ad
         "tools": read_tools,
         "runtime": run,
         "models": {"fake-model/v1": LongCommand},
+        # The vanished client never answers the close: a short grace spares the test the 1 s default.
+        "close_grace_ms": 100,
     }
     reader = os.open(running.workspace / "started", os.O_RDONLY | os.O_NONBLOCK)
     async with (

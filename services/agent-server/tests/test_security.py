@@ -144,6 +144,7 @@ def _environment(tmp_path: Path) -> dict[str, str]:
     return environ
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another local account (uid 65534)")
 def test_another_local_account_cannot_drive_the_server(tmp_path: Path) -> None:
     """The finding's attack: uid 65534 connects to a root-owned server on loopback and is refused.
@@ -326,6 +327,7 @@ async def test_the_server_deletes_sessions_closed_longer_ago_than_the_retention(
             await store.get("sess-old")
 
 
+@pytest.mark.slow
 def test_serve_creates_a_private_token_file_and_prints_where_it_is(tmp_path: Path) -> None:
     (tmp_path / "root").mkdir()
     with subprocess.Popen(

@@ -89,7 +89,7 @@ async def test_upgrades_beyond_max_connections_get_503(running: ServerFactory) -
 
 
 async def test_readiness_checks_the_path_and_caches_the_answer_for_a_second(
-    running: ServerFactory,
+    running: ServerFactory, mock_clock: trio.testing.MockClock
 ) -> None:
     probe = b"GET /health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
     async with running(readiness_path="ready.flag") as handle:
@@ -99,7 +99,9 @@ async def test_readiness_checks_the_path_and_caches_the_answer_for_a_second(
         assert _body(reply) == {"error": {"code": "AGENT_NOT_READY", "message": "agent server is not ready"}}
         (running.root / "ready.flag").write_text("")
         assert _status(await running.http_exchange(handle.port, probe)) == 503
-        await trio.sleep(1.1)
+        mock_clock.jump(0.9)
+        assert _status(await running.http_exchange(handle.port, probe)) == 503
+        mock_clock.jump(0.2)
         ready = await running.http_exchange(handle.port, probe)
         assert _status(ready) == 200
         assert _body(ready) == {"service": "agent-server", "ready": True}
@@ -148,17 +150,36 @@ async def test_a_message_of_more_than_1024_fragments_closes_with_1009(running: S
             assert await client.wait_closed() == 1009
 
 
+# These clients never answer the close: a short grace spares the test the 1 s default wait
+# (the grace's length is pinned on the mock clock below).
 async def test_an_unmasked_client_frame_closes_with_1002(running: ServerFactory) -> None:
-    async with running() as handle, running.raw_websocket(handle) as raw:
+    async with running(close_grace_ms=100) as handle, running.raw_websocket(handle) as raw:
         # A server-side wsproto connection builds the frame, which is unmasked by design.
         await raw.send_event(TextMessage(data="{}"), connection=Connection(ConnectionType.SERVER))
         assert await raw.close_code() == 1002
 
 
 async def test_invalid_utf8_in_a_text_frame_closes_with_1007(running: ServerFactory) -> None:
-    async with running() as handle, running.raw_websocket(handle) as raw:
+    async with running(close_grace_ms=100) as handle, running.raw_websocket(handle) as raw:
         await raw.send_bytes(running.masked_frame(0x1, b"\xff\xfe"))
         assert await raw.close_code() == 1007
+
+
+@pytest.mark.parametrize(("configured", "grace"), [({}, 1.0), ({"close_grace_ms": 250}, 0.25)])
+async def test_a_peer_that_never_answers_the_close_is_cut_off_after_the_configured_grace(
+    running: ServerFactory, mock_clock: trio.testing.MockClock, configured: dict[str, int], grace: float
+) -> None:
+    options = {"persistence": False, "db_path": None, **configured}
+    async with running(**options) as handle, running.raw_websocket(handle) as raw:
+        started = trio.current_time()
+        await raw.send_bytes(running.masked_frame(0x1, b"\xff\xfe"))
+        # Only the grace is pending once the close is sent, so the clock jumps straight to it.
+        mock_clock.autojump_threshold = 0.05
+        with trio.fail_after(60):
+            code = await raw.close_code()
+        mock_clock.autojump_threshold = float("inf")
+        assert code == 1007
+        assert trio.current_time() - started == pytest.approx(grace)
 
 
 async def test_pings_get_pongs_and_a_peer_close_is_echoed(running: ServerFactory) -> None:
@@ -214,12 +235,14 @@ async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_st
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "flood.sqlite")
     flood = DeltaFlood()
-    # 16 KiB messages give the smallest outbound cap, 64 KiB.
+    # 16 KiB messages give the smallest outbound cap, 64 KiB. A short stall, so the test does not
+    # sit out the 5 s default (the stall's length is pinned on the mock clock below).
     options = {
         "db_path": None,
         "session_store": store,
         "models": {"fake-model/v1": flood},
         "max_message_bytes": 16_384,
+        "outbound_stall_ms": 500,
     }
     async with store, running(**options) as handle:
         async with running.raw_websocket(handle, receive_buffer=4096) as raw:
@@ -257,6 +280,44 @@ async def test_a_client_that_stops_reading_is_closed_with_1013_and_its_events_st
         assert [note["event"]["type"] for note in replayed[-2:]] == ["turn.completed", "agent.stopped"]
         assert replayed[-1]["event"]["data"]["status"] == "canceled"
         assert replayed[: len(streamed)] == [message["params"] for message in streamed]
+
+
+@pytest.mark.parametrize(("configured", "stall"), [({}, 5.0), ({"outbound_stall_ms": 2_000}, 2.0)])
+async def test_a_client_that_stops_reading_is_closed_with_1013_after_the_configured_stall(
+    running: ServerFactory, mock_clock: trio.testing.MockClock, configured: dict[str, int], stall: float
+) -> None:
+    flood = DeltaFlood()
+    options = {
+        "persistence": False,
+        "db_path": None,
+        "models": {"fake-model/v1": flood},
+        "max_message_bytes": 16_384,
+        **configured,
+    }
+    async with running(**options) as handle, running.raw_websocket(handle, receive_buffer=4096) as raw:
+        await raw.send_request(1, "initialize", initialize_params())
+        assert "result" in await raw.next_message()
+        await raw.send_request(2, "session/new", {"workspace": "ws"})
+        session_id = (await raw.next_message())["result"]["sessionId"]
+        await raw.send_request(3, "session/prompt", {"sessionId": session_id, "content": "go"})
+        started = trio.current_time()
+        # Without a store file, the stall is the only deadline once the queue is full: the
+        # clock stands still until every task waits, then jumps straight to it.
+        mock_clock.autojump_threshold = 0.05
+        with trio.fail_after(60):
+            await flood.aborted.wait()
+        stalled_for = trio.current_time() - started
+        # The clock stops again, so the close grace cannot run out while loopback TCP takes
+        # real time to reopen its window as the test reads.
+        mock_clock.autojump_threshold = float("inf")
+        closing: CloseConnection | None = None
+        while closing is None:
+            data = await raw.stream.receive_some(65_536)
+            assert data, "the server ended the stream before its close frame"
+            raw.frames.receive_data(data)
+            closing = next((e for e in raw.frames.events() if isinstance(e, CloseConnection)), None)
+    assert closing.code == 1013
+    assert stalled_for == pytest.approx(stall)
 
 
 @pytest.mark.parametrize(

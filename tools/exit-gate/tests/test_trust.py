@@ -409,6 +409,7 @@ def _vendor_the_gate_on_main(repo: Repo) -> None:
     repo.git("merge", "-q", "--no-edit", "main")
 
 
+@pytest.mark.slow
 def test_a_gate_imported_from_the_checkout_refuses_to_judge_it(repo: Repo) -> None:
     _vendor_the_gate_on_main(repo)
     status, report = _run_copied_gate(repo, sys.executable)
@@ -422,6 +423,7 @@ def test_a_gate_imported_from_the_checkout_refuses_to_judge_it(repo: Repo) -> No
     validate_run_preflight_report(report)
 
 
+@pytest.mark.slow
 def test_the_local_development_flag_lets_a_checkout_gate_judge_in_local_mode_only(repo: Repo) -> None:
     _vendor_the_gate_on_main(repo)
     status, report = _run_copied_gate(repo, sys.executable, "--allow-gate-in-checkout")
@@ -437,6 +439,7 @@ def test_the_local_development_flag_lets_a_checkout_gate_judge_in_local_mode_onl
     }
 
 
+@pytest.mark.slow
 def test_an_interpreter_environment_inside_the_checkout_is_refused(repo: Repo) -> None:
     """A ``.venv`` in the checkout is the head's: its ``.pth`` files run before the gate does."""
     venv = repo.root / ".venv"

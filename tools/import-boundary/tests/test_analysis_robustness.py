@@ -150,6 +150,7 @@ def test_a_file_of_exactly_4_mib_is_analysed() -> None:
     assert [(item.rule, item.module) for item in results] == [("IB001", "os")]
 
 
+@pytest.mark.slow
 def test_the_standard_librarys_pydoc_topics_analyses_without_ib004() -> None:
     topics = Path(sysconfig.get_paths()["stdlib"]) / "pydoc_data" / "topics.py"
 
@@ -467,6 +468,7 @@ def blocks(depth: int, *, top_level: bool = False) -> st.SearchStrategy[list[str
 programs = blocks(2, top_level=True).map(lambda lines: "\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(programs)
 def test_generated_programs_never_raise_and_findings_lie_inside_the_source(program: str) -> None:
@@ -521,6 +523,7 @@ inserted_texts = st.one_of(
 )
 
 
+@pytest.mark.slow
 @PROPERTY_SETTINGS
 @given(
     st.lists(st.tuples(st.sampled_from(range(len(SLOT_TEMPLATES))), programs), min_size=1, max_size=4),

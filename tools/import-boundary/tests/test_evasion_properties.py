@@ -19,6 +19,7 @@ import tokenize
 from pathlib import Path
 from typing import Final
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -138,6 +139,7 @@ def analysed(program: str) -> list[RawFinding]:
     return analyze_source(program.encode(), POLICY)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(programs(CAPABILITIES))
 def test_a_capability_in_any_context_and_spelling_is_flagged_on_its_own_lines(program: str) -> None:
@@ -202,6 +204,7 @@ def respelled(draw: st.DrawFn, source: str) -> str:
     return "".join(lines)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(SNIPPETS).flatmap(lambda source: st.tuples(st.just(source), respelled(source))))
 def test_respelling_identifiers_never_changes_the_findings(pair: tuple[str, str]) -> None:

@@ -64,7 +64,8 @@ def with_tabs_and_crlf(source: bytes) -> bytes:
 
 REAL_FILES: Final = [
     pytest.param("json/encoder.py", unchanged, id="json/encoder.py"),
-    pytest.param("argparse.py", unchanged, id="argparse.py"),
+    # The largest file: seconds of libcst work per test, left to the full run.
+    pytest.param("argparse.py", unchanged, id="argparse.py", marks=pytest.mark.slow),
     pytest.param("string.py", unchanged, id="string.py"),
     pytest.param("textwrap.py", unchanged, id="textwrap.py"),
     pytest.param("json/encoder.py", with_crlf, id="json/encoder.py with CRLF"),

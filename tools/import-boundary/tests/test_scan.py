@@ -557,6 +557,7 @@ def test_a_warm_run_does_not_import_libcst(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ parallelism
 
 
+@pytest.mark.slow
 def test_the_output_is_the_same_whatever_the_number_of_jobs(tmp_path: Path) -> None:
     for index in range(12):
         body = b"import os\n" if index % 3 == 0 else b"x = 1\n" * (index * 50)
@@ -574,6 +575,7 @@ def test_the_output_is_the_same_whatever_the_number_of_jobs(tmp_path: Path) -> N
     assert render_sarif(one) == render_sarif(two) == render_sarif(warm)
 
 
+@pytest.mark.slow
 def test_a_file_that_kills_its_worker_is_ib004_and_the_others_are_analysed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,8 +15,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from faults.crash_harness import LANES, SUMMARIES, Summary, fault_rng, fault_seed, fault_trials, start_zygotes
 from faults.kernel_crash_trials import KERNEL_MODULES, kernel_trial, run_kernel_target
+
+# Every test here forks processes and SIGKILLs them over many trials: seconds each, so the
+# inner loop (`pytest -m "not slow"`) leaves them to the full run.
+pytestmark = pytest.mark.slow
 
 
 async def _run_target(tmp_path: Path, target: str, *, workload: str, synchronous: str, trials: int) -> None:

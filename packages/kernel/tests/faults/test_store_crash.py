@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from faults.crash_harness import (
     LANES,
     SUMMARIES,
@@ -35,6 +36,10 @@ from faults.kernel_crash_trials import (
     migration_trial,
     remove_database,
 )
+
+# Every test here forks processes and SIGKILLs them over many trials: seconds each, so the
+# inner loop (`pytest -m "not slow"`) leaves them to the full run.
+pytestmark = pytest.mark.slow
 
 
 def _finish(summary: Summary, started: float, trials: int) -> None:

@@ -15,7 +15,7 @@ import trio
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
 from agent_server._catalogue import catalogue_provider
 from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ServerConfig
-from agent_server._environment import read_environment, refuse_unsupported
+from agent_server._environment import parse_outbound_stall_ms, read_environment, refuse_unsupported
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import ServerHandle, default_token_path, serve
 
@@ -46,6 +46,13 @@ def _non_negative(text: str) -> int:
     if not text.isascii() or not text.isdigit():
         raise argparse.ArgumentTypeError("must be a non-negative integer")
     return int(text)
+
+
+def _stall_ms(text: str) -> int:
+    try:
+        return parse_outbound_stall_ms(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -80,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
         type=_non_negative,
         default=30,
         help="delete sessions closed longer ago than this (0 keeps them forever)",
+    )
+    run.add_argument(
+        "--outbound-stall-ms",
+        type=_stall_ms,
+        default=None,
+        help="close (1013) a socket whose peer accepts no byte this long while its outbound queue is full;"
+        " default: HARNESS_AGENT_OUTBOUND_STALL_MS, else 5000",
     )
     run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
     run.add_argument("--tools", default="echo", help="comma-separated: echo, read_file")
@@ -124,6 +138,13 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         else environment.workspace_adapter
     )
     options: dict[str, object] = {}
+    stall_ms = (
+        arguments.outbound_stall_ms
+        if arguments.outbound_stall_ms is not None
+        else environment.outbound_stall_ms
+    )
+    if stall_ms is not None:
+        options["outbound_stall_ms"] = stall_ms
     if models is not None:
         options["models"] = models
     if arguments.token_file is not None:

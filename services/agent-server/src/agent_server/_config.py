@@ -37,6 +37,11 @@ DEFAULT_MODEL_NAME: Final = "fake-model/v1"
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_MESSAGE_BYTES_LIMIT: Final = 16 * 1024 * 1024
 MAX_MANIFEST_BYTES: Final = 256 * 1024
+MIN_OUTBOUND_STALL_MS: Final = 10
+"""A floor for tests: a shorter stall would time scheduling jitter, not a peer that stopped reading."""
+MAX_OUTBOUND_STALL_MS: Final = 600_000
+MIN_CLOSE_GRACE_MS: Final = 10
+MAX_CLOSE_GRACE_MS: Final = 60_000
 
 WorkspaceAdapterName = Literal["local"]
 """The operational workspace adapters a server can be opted into."""
@@ -129,6 +134,10 @@ class ServerConfig:
     workspace-read tools rooted there are admitted, and the adapter is disposed when the
     session finishes. With ``None`` (the default) every workspace tool is refused (§5.2).
 
+    ``outbound_stall_ms`` is how long a full outbound queue may see its peer accept no byte
+    before the socket is closed with 1013 (10 ms to 10 min); ``close_grace_ms`` is how long a
+    close waits for the peer's close before the TCP stream is aborted (10 ms to 1 min, §2.4).
+
     Raises:
         ValueError: a field has the wrong type or is out of range.
     """
@@ -155,6 +164,8 @@ class ServerConfig:
     retention_days: int | None = 30
     created_session_timeout_ms: int = 300_000
     session_lease_ms: int = 30_000
+    outbound_stall_ms: int = 5_000
+    close_grace_ms: int = 1_000
     readiness_path: str | None = None
     workspace_adapter: WorkspaceAdapterName | None = None
     models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
@@ -204,6 +215,8 @@ class ServerConfig:
             if type(value) is not int or value < 1:
                 raise ValueError("agent server session limits must be positive")
         _check_int(self.session_lease_ms, "session_lease_ms", 1000)
+        _check_int(self.outbound_stall_ms, "outbound_stall_ms", MIN_OUTBOUND_STALL_MS, MAX_OUTBOUND_STALL_MS)
+        _check_int(self.close_grace_ms, "close_grace_ms", MIN_CLOSE_GRACE_MS, MAX_CLOSE_GRACE_MS)
         if not isinstance(self.models, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError("models must be a mapping of names to model factories")
         for name, factory in self.models.items():

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["Environment", "read_environment", "refuse_unsupported"]
+from agent_server._config import MAX_OUTBOUND_STALL_MS, MIN_OUTBOUND_STALL_MS
+
+__all__ = ["Environment", "parse_outbound_stall_ms", "read_environment", "refuse_unsupported"]
 
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
 _SANDBOX_PREFIXES: Final = ("HARNESS_SANDBOX_", "HARNESS_DOCKER_")
@@ -23,6 +25,7 @@ class Environment:
     allow_plaintext_remote: bool | None = None
     readiness_path: str | None = None
     workspace_adapter: Literal["local"] | None = None
+    outbound_stall_ms: int | None = None
 
 
 def refuse_unsupported(environ: Mapping[str, str]) -> None:
@@ -85,4 +88,33 @@ def read_environment(
         allow_plaintext_remote=allow,
         readiness_path=readiness,
         workspace_adapter=adapter,
+        outbound_stall_ms=_read_outbound_stall_ms(environ),
     )
+
+
+def parse_outbound_stall_ms(text: str) -> int:
+    """``text`` as an outbound stall in milliseconds, the same rule for the flag and the variable.
+
+    Raises:
+        ValueError: ``text`` is not ASCII digits, or its value is outside 10 to 600000.
+    """
+    message = f"must be an integer from {MIN_OUTBOUND_STALL_MS} to {MAX_OUTBOUND_STALL_MS}"
+    # Leading zeros are harmless; more significant digits than the maximum has are out of range
+    # without handing int() an arbitrarily long string.
+    significant = text.lstrip("0")
+    if not text.isascii() or not text.isdigit() or len(significant) > len(str(MAX_OUTBOUND_STALL_MS)):
+        raise ValueError(message)
+    value = int(text)
+    if not MIN_OUTBOUND_STALL_MS <= value <= MAX_OUTBOUND_STALL_MS:
+        raise ValueError(message)
+    return value
+
+
+def _read_outbound_stall_ms(environ: Mapping[str, str]) -> int | None:
+    raw = environ.get("HARNESS_AGENT_OUTBOUND_STALL_MS")
+    if raw is None:
+        return None
+    try:
+        return parse_outbound_stall_ms(raw)
+    except ValueError as error:
+        raise ValueError(f"HARNESS_AGENT_OUTBOUND_STALL_MS {error}") from None

@@ -416,7 +416,13 @@ class _Server:
         return trailing
 
     async def _serve_websocket(self, stream: trio.SocketStream, upgrade: _Upgrade) -> None:
-        driver = WebSocketDriver(stream, upgrade.trailing, max_message_bytes=self._config.max_message_bytes)
+        driver = WebSocketDriver(
+            stream,
+            upgrade.trailing,
+            max_message_bytes=self._config.max_message_bytes,
+            stall_seconds=self._config.outbound_stall_ms / 1000,
+            close_grace_seconds=self._config.close_grace_ms / 1000,
+        )
         self._websockets.add(driver)
         try:
             async with trio.open_nursery() as writer:

@@ -26,8 +26,9 @@ _log: Final = logging.getLogger("agent_server")
 MAX_FRAGMENTS: Final = 1024
 INCOMPLETE_FRAME_SECONDS: Final = 30.0
 CLOSE_GRACE_SECONDS: Final = 1.0
+"""The default wait for the peer's close after ours, before the TCP stream is aborted."""
 OUTBOUND_STALL_SECONDS: Final = 5.0
-"""How long a full outbound queue may see the peer accept no byte before the 1013 close."""
+"""The default time a full outbound queue may see the peer accept no byte before the 1013 close."""
 _SEND_SLICE_BYTES: Final = 16_384
 _RECEIVE_BYTES: Final = 65_536
 _MAX_REASON_BYTES: Final = 123
@@ -48,10 +49,24 @@ class WebSocketDriver:
         stream: The TCP stream, after the 101 response.
         trailing_data: Bytes h11 read past the request head.
         max_message_bytes: The inbound and outbound text limit in UTF-8 bytes.
+        stall_seconds: How long a full outbound queue may see the peer accept no byte
+            before the socket is closed with 1013.
+        close_grace_seconds: How long a close waits for the peer's close before the TCP
+            stream is aborted.
     """
 
-    def __init__(self, stream: trio.abc.Stream, trailing_data: bytes, *, max_message_bytes: int) -> None:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        trailing_data: bytes,
+        *,
+        max_message_bytes: int,
+        stall_seconds: float = OUTBOUND_STALL_SECONDS,
+        close_grace_seconds: float = CLOSE_GRACE_SECONDS,
+    ) -> None:
         self._stream = stream
+        self._stall_seconds = stall_seconds
+        self._close_grace_seconds = close_grace_seconds
         self._ws = Connection(ConnectionType.SERVER)
         self._pending_input = trailing_data
         self._max_message_bytes = max_message_bytes
@@ -95,8 +110,8 @@ class WebSocketDriver:
 
         A sender waits while the queue is at its cap and the peer keeps accepting bytes, so a
         client that reads normally receives every frame however large the burst (a restore
-        page, a fast run). When the peer has accepted nothing for ``OUTBOUND_STALL_SECONDS``
-        while the queue is full, it has stopped reading: the queue is dropped and the socket
+        page, a fast run). When the peer has accepted nothing for ``stall_seconds`` while the
+        queue is full, it has stopped reading: the queue is dropped and the socket
         closed with 1013. An oversized message closes with 1009. After a close, or once
         output is discarded at disconnect, the message is dropped.
         """
@@ -130,7 +145,7 @@ class WebSocketDriver:
                 if self._output_discarded or self.close_sent:
                     return False
                 room = self._room
-                stalled_at = max(self._last_progress, waiting_since) + OUTBOUND_STALL_SECONDS
+                stalled_at = max(self._last_progress, waiting_since) + self._stall_seconds
                 with trio.move_on_at(stalled_at):
                     await room.wait()
                     continue
@@ -291,7 +306,7 @@ class WebSocketDriver:
         stream resets it instead of leaving unsent bytes for a peer that may never read them.
         """
         self.close(code, reason)
-        with trio.move_on_after(CLOSE_GRACE_SECONDS) as grace:
+        with trio.move_on_after(self._close_grace_seconds) as grace:
             await self._close_flushed.wait()
             while not self._peer_closed.is_set():
                 try:

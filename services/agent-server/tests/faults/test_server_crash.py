@@ -9,8 +9,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from faults.crash_harness import LANES, SUMMARIES, Summary, fault_rng, fault_seed, fault_trials, start_zygotes
 from server_crash_trials import SERVER_MODULES, SERVER_PATH, run_server_target
+
+# Every test here forks processes and SIGKILLs them over many trials: seconds each, so the
+# inner loop (`pytest -m "not slow"`) leaves them to the full run.
+pytestmark = pytest.mark.slow
 
 
 async def test_a_killed_server_never_has_an_effect_without_its_durable_intent_and_restores_once(
