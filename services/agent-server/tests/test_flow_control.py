@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 import trio
 from wsproto.events import CloseConnection, Ping, Pong, TextMessage
 
@@ -24,6 +25,10 @@ from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
     from conftest import ServerFactory
+
+# Each test commits hundreds of events (SQLite, synchronous FULL) and pushes them past the
+# outbound cap: slow by nature, so outside the inner loop (-m "not slow").
+pytestmark = pytest.mark.slow
 
 # 16 KiB messages give the smallest outbound cap, 64 KiB. 900 deltas of 14 characters are
 # about 5 times that on the wire (each notification carries its ids), while the answer they

@@ -25,6 +25,9 @@ from harness_kernel.store import SqliteSessionStore
 if TYPE_CHECKING:
     from conftest import Repo, RepoFactory
 
+
+# Every test runs real gates (about 45 git processes each): outside the inner loop.
+pytestmark = pytest.mark.slow
 _PASSING = f"{sys.executable} -c pass"
 _PREFLIGHT_EVENTS = ["policy.decision", "error"]
 _CLEAN_RUN_EVENTS = [

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from conftest import Repo, RepoFactory
 
 
+# Every test runs real gates (about 45 git processes each): outside the inner loop.
+pytestmark = pytest.mark.slow
+
+
 def _failure(report: dict[str, object]) -> dict[str, object]:
     failure = report.get("failure") or report.get("error")
     assert isinstance(failure, dict)

@@ -22,6 +22,9 @@ from harness_exit_gate import validate_run_preflight_report, validate_run_report
 if TYPE_CHECKING:
     from conftest import Repo, RepoFactory
 
+
+# Every test runs real gates (about 45 git processes each): outside the inner loop.
+pytestmark = pytest.mark.slow
 _PASSING = f"{sys.executable} -c pass"
 _GATE_SOURCE = Path(__file__).resolve().parents[1] / "src" / "harness_exit_gate"
 
