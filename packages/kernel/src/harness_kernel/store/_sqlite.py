@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import PurePath
-from typing import TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import trio
 
@@ -201,6 +201,8 @@ class SqliteSessionStore(TransactionalStore):
         self._limiter = trio.CapacityLimiter(1)
         self._connection: sqlite3.Connection | None = None
         self._closed = False
+        self._queue: list[_Job[Any]] = []
+        self._committing = False
 
     @property
     def path(self) -> str | PurePath:
@@ -239,6 +241,124 @@ class SqliteSessionStore(TransactionalStore):
         return result
 
     async def _transact(self, work: Callable[[Tables], _T], *, write: bool) -> _T:
+        if write:
+            return await self._commit_grouped(lambda connection: work(_SqliteTables(connection)))
         return await self._call(
-            lambda connection: _transaction(connection, lambda open_: work(_SqliteTables(open_)), write=write)
+            lambda connection: _transaction(connection, lambda open_: work(_SqliteTables(open_)), write=False)
         )
+
+    async def _commit_grouped(self, work: _Work[_T]) -> _T:
+        """Run one write in the next group commit and return once that commit is durable.
+
+        Writes that arrive while a commit is running wait and go together into the next one:
+        one ``BEGIN IMMEDIATE … COMMIT`` (one fsync with ``synchronous=FULL``) for all of
+        them, each inside its own savepoint, so a write that raises is rolled back alone and
+        the others still commit. No caller returns before the commit that holds its write.
+        A caller cancelled before its write was taken leaves nothing behind; once taken, the
+        write finishes (shielded) and the cancellation is delivered after, as for a lone
+        transaction.
+        """
+        # A caller cancelled before it asked writes nothing.
+        await trio.lowlevel.checkpoint_if_cancelled()
+        job = _Job(work)
+        self._queue.append(job)
+        if not self._committing:
+            self._committing = True
+            try:
+                with trio.CancelScope(shield=True):
+                    while self._queue:
+                        batch, self._queue = self._queue, []
+                        await self._commit_batch(batch)
+            finally:
+                self._committing = False
+        else:
+            try:
+                await job.done.wait()
+            except trio.Cancelled:
+                if not job.taken:
+                    self._queue.remove(job)
+                    raise
+                with trio.CancelScope(shield=True):
+                    await job.done.wait()
+                raise
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return job.result()
+
+    async def _commit_batch(self, batch: list[_Job[Any]]) -> None:
+        for job in batch:
+            job.taken = True
+        try:
+            await self._call_uncancellable(lambda connection: _group_transaction(connection, batch))
+        except BaseException as error:
+            for job in batch:
+                if not job.settled:
+                    job.fail(error)
+        finally:
+            for job in batch:
+                job.done.set()
+
+    async def _call_uncancellable(self, work: _Work[_T]) -> _T:
+        if self._closed:
+            raise SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
+        return await trio.to_thread.run_sync(
+            self._run_in_thread, work, limiter=self._limiter, abandon_on_cancel=False
+        )
+
+
+class _Job(Generic[_T]):
+    """One write waiting for, or done by, a group commit."""
+
+    __slots__ = ("_error", "_value", "done", "settled", "taken", "work")
+
+    def __init__(self, work: _Work[_T]) -> None:
+        self.work = work
+        self.done = trio.Event()
+        self.taken = False
+        self.settled = False
+        self._value: _T | None = None
+        self._error: BaseException | None = None
+
+    def succeed(self, value: _T) -> None:
+        self._value, self.settled = value, True
+
+    def fail(self, error: BaseException) -> None:
+        self._error, self.settled = error, True
+
+    def result(self) -> _T:
+        if self._error is not None:
+            raise self._error
+        return cast(_T, self._value)
+
+
+def _group_transaction(connection: sqlite3.Connection, batch: list[_Job[Any]]) -> None:
+    """One transaction for ``batch``: each write in its own savepoint, then one commit.
+
+    A write that raises is rolled back to its savepoint and keeps its error; the others
+    still commit. If the commit itself fails, every write of the batch fails with it.
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        outcomes: list[tuple[_Job[Any], bool, object]] = []
+        for job in batch:
+            connection.execute("SAVEPOINT job")
+            try:
+                value = job.work(connection)
+            except Exception as error:
+                connection.execute("ROLLBACK TO job")
+                connection.execute("RELEASE job")
+                outcomes.append((job, False, error))
+            else:
+                connection.execute("RELEASE job")
+                outcomes.append((job, True, value))
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    # Only a committed batch hands out its results.
+    for job, ok, value in outcomes:
+        if ok:
+            job.succeed(value)
+        else:
+            assert isinstance(value, BaseException)
+            job.fail(value)
