@@ -14,14 +14,12 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Literal
 
 from harness_kernel.events import AssistantMessageCompletedData, Event, EventUsage, TurnCompletedData
 from harness_kernel.runtime import AgentRuntimeError, EventAppendError, RunStream
 
 __all__ = ["Outbox", "RunEvents", "RunOutcome", "consume"]
-
-_FAILED_STATUSES: Final = frozenset({"failed", "budget_exceeded"})
 
 
 @dataclass(eq=False, slots=True)
@@ -78,7 +76,6 @@ class RunOutcome:
     final_text: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    error: AgentRuntimeError | None = None
 
     def observe(self, event: Event) -> None:
         """Take the final text from the assistant's messages and the outcome from ``turn.completed``."""
@@ -91,18 +88,13 @@ class RunOutcome:
                 self.prompt_tokens = data.usage.prompt_tokens
                 self.completion_tokens = data.usage.completion_tokens
 
-    @property
-    def failed(self) -> bool:
-        """The run ended with a durable ``failed`` or ``budget_exceeded`` pair."""
-        return self.status in _FAILED_STATUSES
-
 
 async def consume(stream: RunStream, outbox: Outbox, send: Callable[[str], Awaitable[None]]) -> RunOutcome:
     """Drive ``stream`` to its end, sending the outbox after every event.
 
-    A failed or budget-exceeded run raises its error after its terminal pair; that error is
-    kept in the outcome. A store failure (:class:`EventAppendError`) propagates, after the
-    texts stored before it were sent.
+    A failed or budget-exceeded run raises its error after its terminal pair; the pair has
+    already told the outcome, so that error only ends the loop. A store failure
+    (:class:`EventAppendError`) propagates, after the texts stored before it were sent.
     """
     outcome = RunOutcome()
     async with stream:
@@ -114,7 +106,7 @@ async def consume(stream: RunStream, outbox: Outbox, send: Callable[[str], Await
         except EventAppendError:
             await outbox.flush(send)
             raise
-        except AgentRuntimeError as error:
-            outcome.error = error
+        except AgentRuntimeError:
+            pass
         await outbox.flush(send)
     return outcome

@@ -1,7 +1,9 @@
 """``SqliteSessionStore``: durable sessions and their event logs in one SQLite file (spec §6.2 to §6.4).
 
 Every operation runs in a worker thread behind a one-slot limiter, on the store's single
-connection, and each write is one explicit ``BEGIN IMMEDIATE … COMMIT``. The thread is never
+connection. A read is one ``BEGIN … COMMIT``; writes are group-committed: those that arrive
+while a commit runs share the next ``BEGIN IMMEDIATE … COMMIT``, each in its own savepoint
+(:meth:`SqliteSessionStore._commit_grouped`). The thread is never
 abandoned: a started transaction always finishes, and a cancellation that arrived meanwhile
 is delivered right after it. Arguments are validated in the calling task, before any thread
 (:class:`~harness_kernel.store._transactional.TransactionalStore`); what each operation does
@@ -31,8 +33,8 @@ _T = TypeVar("_T")
 _Work = Callable[[sqlite3.Connection], _T]
 
 
-def _transaction(connection: sqlite3.Connection, work: _Work[_T], *, write: bool) -> _T:
-    connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+def _read_transaction(connection: sqlite3.Connection, work: _Work[_T]) -> _T:
+    connection.execute("BEGIN")
     try:
         result = work(connection)
         connection.execute("COMMIT")
@@ -231,12 +233,8 @@ class SqliteSessionStore(TransactionalStore):
         return work(self._connection)
 
     async def _call(self, work: _Work[_T]) -> _T:
-        if self._closed:
-            raise SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
-        result = await trio.to_thread.run_sync(
-            self._run_in_thread, work, limiter=self._limiter, abandon_on_cancel=False
-        )
-        # The work has committed; a cancellation that arrived meanwhile lands now.
+        result = await self._call_uncancellable(work)
+        # The work has finished; a cancellation that arrived meanwhile lands now.
         await trio.lowlevel.checkpoint_if_cancelled()
         return result
 
@@ -244,7 +242,7 @@ class SqliteSessionStore(TransactionalStore):
         if write:
             return await self._commit_grouped(lambda connection: work(_SqliteTables(connection)))
         return await self._call(
-            lambda connection: _transaction(connection, lambda open_: work(_SqliteTables(open_)), write=False)
+            lambda connection: _read_transaction(connection, lambda open_: work(_SqliteTables(open_)))
         )
 
     async def _commit_grouped(self, work: _Work[_T]) -> _T:
