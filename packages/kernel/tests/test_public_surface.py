@@ -257,7 +257,9 @@ EXPECTED: dict[str, set[str]] = {
         "create_message_state",
     },
     "harness_kernel.store": {
+        "APPEND_MANY_MAX",
         "AuditEventPage",
+        "BatchEventStore",
         "EventStore",
         "LEASE_MAX_MS",
         "MemoryEventStore",

@@ -49,6 +49,7 @@ def _operation(draw: st.DrawFn) -> tuple[str, Operation]:
                 "append",
                 "append",
                 "append",
+                "append_many",
                 "read",
                 "audit",
                 "close",
@@ -73,6 +74,15 @@ def _operation(draw: st.DrawFn) -> tuple[str, Operation]:
         ),
         "append": lambda store, _: store.append(
             sid, _event(draw_session(sid, variant), event_id, variant), owner_id=owner
+        ),
+        # A batch of 0 to 3 events; the second repeats the first's id (a repeat, or a conflict).
+        "append_many": lambda store, _: store.append_many(
+            sid,
+            [
+                _event(draw_session(sid, (variant + i) % 2), event_id if i < 2 else f"{event_id}-{i}", i % 2)
+                for i in range(max(0, number) % 4)
+            ],
+            owner_id=owner,
         ),
         "read": lambda store, _: store.read(sid, after_seq=number, limit=max(0, number + 1)),
         "audit": lambda store, _: store.read_audit_events(after_global_seq=number, limit=variant + 1),

@@ -19,8 +19,15 @@ errors for invalid or corrupt events.
 from __future__ import annotations
 
 from harness_kernel.store._memory import MemorySessionStore
-from harness_kernel.store._ports import EventStore, MemoryEventStore, SessionEventLog, SessionStore
+from harness_kernel.store._ports import (
+    BatchEventStore,
+    EventStore,
+    MemoryEventStore,
+    SessionEventLog,
+    SessionStore,
+)
 from harness_kernel.store._records import (
+    APPEND_MANY_MAX,
     LEASE_MAX_MS,
     SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
@@ -51,6 +58,7 @@ SqliteEventStore = SessionEventLog
 """The former name of :class:`SessionEventLog` (when it worked over SQLite only)."""
 
 __all__ = [
+    "APPEND_MANY_MAX",
     "LEASE_MAX_MS",
     "SCHEMA_VERSION",
     "SESS_CHECKPOINT_CONFLICT",
@@ -64,6 +72,7 @@ __all__ = [
     "SESS_RECOVERY_CONFLICT",
     "SESS_SCHEMA_VERSION",
     "AuditEventPage",
+    "BatchEventStore",
     "EventStore",
     "MemoryEventStore",
     "MemorySessionStore",

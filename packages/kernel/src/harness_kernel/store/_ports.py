@@ -8,7 +8,7 @@ and is an ``EventStore``, so a runtime writes into a session without knowing the
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -36,7 +36,7 @@ from harness_kernel.store._records import (
     check_id,
 )
 
-__all__ = ["EventStore", "MemoryEventStore", "SessionEventLog", "SessionStore"]
+__all__ = ["BatchEventStore", "EventStore", "MemoryEventStore", "SessionEventLog", "SessionStore"]
 
 
 @runtime_checkable
@@ -49,6 +49,20 @@ class EventStore(Protocol):
 
     def read_session(self, session_id: str) -> AsyncIterator[Event]:
         """The stored events whose ``data.sessionId`` is ``session_id``, in append order."""
+        ...
+
+
+@runtime_checkable
+class BatchEventStore(EventStore, Protocol):
+    """An :class:`EventStore` that can also store several events with one durable commit.
+
+    The runtime uses ``append_many`` for the events the spec publishes without an
+    acknowledgement wait between them (the three admission events, the terminal pair); a
+    plain ``EventStore`` gets them one ``append`` at a time.
+    """
+
+    async def append_many(self, events: Sequence[Event]) -> object:
+        """Store ``events`` in order, all or none, durably before returning (the value is not used)."""
         ...
 
 
@@ -119,6 +133,12 @@ class SessionStore(Protocol):
 
     async def append(self, session_id: str, event: Event, *, owner_id: str | None = None) -> SequencedEvent:
         """Append ``event`` (a repeat of a stored event returns it)."""
+        ...
+
+    async def append_many(
+        self, session_id: str, events: Sequence[Event], *, owner_id: str | None = None
+    ) -> tuple[SequencedEvent, ...]:
+        """Append ``events`` in order, atomically and with one durable commit (``append`` each, or none)."""
         ...
 
     async def read(self, session_id: str, *, after_seq: int = -1, limit: int = 100) -> SessionEventPage:
@@ -218,7 +238,11 @@ class _EventsOf:
 
 
 class MemoryEventStore:
-    """An in-memory :class:`EventStore` for tests: every appended event, in append order."""
+    """An in-memory :class:`EventStore` for tests: every appended event, in append order.
+
+    It has no ``append_many`` (a test double that overrides ``append`` sees every event);
+    ``MemorySessionStore().event_log(…)`` is the in-memory :class:`BatchEventStore`.
+    """
 
     def __init__(self) -> None:
         self._events: list[Event] = []
@@ -313,6 +337,10 @@ class SessionEventLog:
             SessionStoreError: ``SESS_INVALID_RECORD`` when the event names another session,
                 and every error of ``SessionStore.append``.
         """
+        self._check_session(event)
+        return await self._store.append(self._session_id, event, owner_id=self._owner_id)
+
+    def _check_session(self, event: Event) -> None:
         if type(event) is not Event:
             raise TypeError(f"append expects an Event, not {type(event).__name__}")
         named = _event_session_id(event)
@@ -320,7 +348,20 @@ class SessionEventLog:
             raise SessionStoreError(
                 SESS_INVALID_RECORD, f'event names session "{named}", not "{self._session_id}"'
             )
-        return await self._store.append(self._session_id, event, owner_id=self._owner_id)
+
+    async def append_many(self, events: Sequence[Event]) -> tuple[SequencedEvent, ...]:
+        """Append ``events`` to the bound session with one commit (see ``SessionStore.append_many``).
+
+        Raises:
+            TypeError: an item is not exactly an ``Event``.
+            SessionStoreError: ``SESS_INVALID_RECORD`` when an event names another session,
+                and every error of ``SessionStore.append_many``; nothing is stored.
+        """
+        kind: type = type(events)
+        if kind is list or kind is tuple:  # anything else: the store's TypeError
+            for event in events:
+                self._check_session(event)
+        return await self._store.append_many(self._session_id, events, owner_id=self._owner_id)
 
     async def read(self, *, after_seq: int = -1, limit: int = 100) -> SessionEventPage:
         """One page of the session's events (see ``SessionStore.read``)."""

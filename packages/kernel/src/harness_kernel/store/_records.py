@@ -21,6 +21,7 @@ from harness_kernel._json import (
 from harness_kernel.events._model import Event
 
 __all__ = [
+    "APPEND_MANY_MAX",
     "ID_MAX_CHARS",
     "JSON_MAX_BYTES",
     "LEASE_MAX_MS",
@@ -70,6 +71,8 @@ ID_MAX_CHARS: Final = 256
 JSON_MAX_BYTES: Final = 16 * 1_048_576
 """Largest compact JSON encoding of session metadata or a checkpoint payload (16 MiB)."""
 PAGE_MAX_LIMIT: Final = 1000
+APPEND_MANY_MAX: Final = 1000
+"""The most events one ``SessionStore.append_many`` call takes."""
 LEASE_MAX_MS: Final = 86_400_000
 """Longest lease one ``create`` or ``renew_lease`` grants (one day); owners renew well before."""
 

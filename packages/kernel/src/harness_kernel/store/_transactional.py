@@ -10,7 +10,7 @@ dictionaries after a trio checkpoint.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Final, Self, TypeVar
@@ -25,6 +25,7 @@ from harness_kernel.store import _operations as operations
 from harness_kernel.store._leases import caller_metadata, lease_entries
 from harness_kernel.store._ports import SessionEventLog
 from harness_kernel.store._records import (
+    APPEND_MANY_MAX,
     SESS_INVALID_CURSOR,
     SESS_INVALID_RECORD,
     SESS_INVALID_TRANSITION,
@@ -73,6 +74,18 @@ def _canonicalize(event: Event) -> tuple[Event, str]:
     """
     decoded = validate_event(event)
     return decoded, encode_json(decoded).decode()
+
+
+def _canonical_batch(events: Sequence[Event]) -> tuple[tuple[Event, str], ...]:
+    """Every event of an ``append_many`` batch canonicalized, before anything is stored."""
+    kind: type = type(events)  # compared through a name: no narrowing to list[Unknown]
+    if kind is not list and kind is not tuple:
+        raise TypeError(f"append_many expects a list or tuple of Events, not {kind.__name__}")
+    if not 1 <= len(events) <= APPEND_MANY_MAX:
+        raise SessionStoreError(
+            SESS_INVALID_RECORD, f"append_many takes 1 to {APPEND_MANY_MAX} events, not {len(events)}"
+        )
+    return tuple(_canonicalize(event) for event in events)
 
 
 def _optional_owner(owner_id: str | None) -> str | None:
@@ -248,6 +261,39 @@ class TransactionalStore(abc.ABC):
         now = self._clock() if owner is not None else None
         return await self._transact(
             lambda tables: operations.append_event(tables, sid, decoded, payload, owner_id=owner, now=now),
+            write=True,
+        )
+
+    async def append_many(
+        self, session_id: str, events: Sequence[Event], *, owner_id: str | None = None
+    ) -> tuple[SequencedEvent, ...]:
+        """Append ``events`` in order in one transaction: all of them, or none.
+
+        The result is what :meth:`append` would return for each event in turn inside that
+        transaction (a repeat of a stored event, or of an earlier one in the batch, returns
+        the stored event); one durable commit covers the batch.
+
+        Args:
+            session_id: The session.
+            events: 1 to :data:`APPEND_MANY_MAX` events, each stored in canonical form.
+            owner_id: With it, the session's lease must be this owner's and live.
+
+        Raises:
+            TypeError: ``events`` is not a list or tuple, or an item is not exactly an ``Event``.
+            EventParseError, EventVersionError, UnknownEventTypeError, EventSchemaError: an
+                event is not valid; nothing is stored.
+            SessionStoreError: ``SESS_INVALID_RECORD`` (no events, or more than
+                :data:`APPEND_MANY_MAX`), and every error of :meth:`append`; nothing is stored.
+        """
+        sid = check_id(session_id, "session_id")
+        owner = _optional_owner(owner_id)
+        batch = _canonical_batch(events)
+        now = self._clock() if owner is not None else None
+        return await self._transact(
+            lambda tables: tuple(
+                operations.append_event(tables, sid, decoded, payload, owner_id=owner, now=now)
+                for decoded, payload in batch
+            ),
             write=True,
         )
 

@@ -10,12 +10,14 @@ import trio
 from harness_kernel.events import Event, EventSchemaError, serialize_event
 from harness_kernel.store._ports import EventStore, SessionEventLog
 from harness_kernel.store._records import (
+    APPEND_MANY_MAX,
     PAGE_MAX_LIMIT,
     SESS_CLOSED,
     SESS_EVENT_CONFLICT,
     SESS_INVALID_CURSOR,
     SESS_INVALID_RECORD,
     SESS_NOT_FOUND,
+    SESS_OWNERSHIP_LOST,
     SessionStoreError,
 )
 from harness_kernel.store.conformance._support import (
@@ -267,12 +269,108 @@ async def _event_log(open_store: StoreFactory) -> None:
         await expect_error(SESS_INVALID_RECORD, _construct(store, ""), "an empty session id")
 
 
+async def _append_many(open_store: StoreFactory) -> None:
+    async with open_store(ManualClock()) as store:
+        await store.create("a")
+        await store.create("b")
+        await store.append("b", created("b", "b0"))
+        batch = [created("a", f"a{i}") for i in range(3)]
+        stored = await store.append_many("a", batch)
+        expect_equal([(e.seq, e.global_seq) for e in stored], [(0, 1), (1, 2), (2, 3)], "sequence numbers")
+        expect_equal([e.event for e in stored], batch, "the returned events")
+        expect_equal(await store.slice("a", 0), stored, "read back in order")
+        again = await store.append_many("a", (batch[2], created("a", "a3"), created("a", "a3")))
+        expect_equal(again[0], stored[2], "a repeat of a stored event returns it")
+        expect_equal(again[2], again[1], "a repeat within the batch returns the first")
+        expect_equal(
+            [(e.seq, e.global_seq) for e in again], [(2, 3), (3, 4), (3, 4)], "repeats take no numbers"
+        )
+        one = await store.append_many("a", [created("a", "a4")])
+        expect_equal(one[0].seq, 4, "a batch of one")
+        expect_equal((await store.get("a")).next_seq, 5, "next_seq")
+        log = store.event_log("a")
+        logged = await log.append_many([created("a", "a5"), created("a", "a6")])
+        expect_equal([e.seq for e in logged], [5, 6], "the event log appends a batch")
+        await expect_error(
+            SESS_INVALID_RECORD, log.append_many([created("a", "a7"), created("b", "b9")]), "another session"
+        )
+        expect_equal(await store.size("a"), 7, "the refused log batch stored nothing")
+
+
+async def _append_many_refusals(open_store: StoreFactory) -> None:
+    async with open_store(ManualClock()) as store:
+        await store.create("a")
+        await store.create("c")
+        await store.append("a", created("a", "a0"))
+        await store.close("c")
+        fresh = created("a", "fresh")
+        await expect_unchanged(
+            store,
+            SESS_EVENT_CONFLICT,
+            (
+                (
+                    "a conflict after a fresh event",
+                    lambda: store.append_many("a", [fresh, created("a", "a0", "other")]),
+                ),
+            ),
+        )
+        await expect_unchanged(
+            store, SESS_CLOSED, (("a batch into a closed session", lambda: store.append_many("c", [fresh])),)
+        )
+        await expect_unchanged(
+            store,
+            SESS_NOT_FOUND,
+            (("a batch into a missing session", lambda: store.append_many("x", [fresh])),),
+        )
+        too_many = [created("a", f"m{i}") for i in range(APPEND_MANY_MAX + 1)]
+        await expect_unchanged(
+            store,
+            SESS_INVALID_RECORD,
+            (
+                ("an empty batch", lambda: store.append_many("a", [])),
+                (f"{APPEND_MANY_MAX + 1} events", lambda: store.append_many("a", too_many)),
+            ),
+        )
+        await store.create("o", owner_id="w1", lease_ms=1000)
+        await expect_unchanged(
+            store,
+            SESS_OWNERSHIP_LOST,
+            (
+                (
+                    "a batch by another owner",
+                    lambda: store.append_many("o", [created("o", "o1")], owner_id="w2"),
+                ),
+            ),
+        )
+        owned = await store.append_many("o", [created("o", "o1")], owner_id="w1")
+        expect_equal(owned[0].seq, 0, "a batch by the lease holder")
+        bad = Event(v=1, type="session.created", event_id="", at=AT, data=fresh.data)
+        await expect_raises(EventSchemaError, store.append_many("a", [fresh, bad]), "an invalid event")
+        not_a_sequence: Any = iter([fresh])
+        await expect_raises(TypeError, store.append_many("a", not_a_sequence), "an iterator")
+        not_an_event: Any = [fresh, {"v": 1}]
+        await expect_raises(TypeError, store.append_many("a", not_an_event), "a dict in the batch")
+        expect_equal(await store.size("a"), 1, "nothing stored")
+        whole = await store.append_many("a", [created("a", f"w{i}") for i in range(APPEND_MANY_MAX)])
+        expect_equal(whole[-1].seq, APPEND_MANY_MAX, f"a batch of {APPEND_MANY_MAX}")
+
+
 async def _construct(store: object, session_id: str) -> SessionEventLog:
     value: Any = store
     return SessionEventLog(value, session_id)
 
 
 CHECKS: Final = (
+    ConformanceCheck(
+        "append_many",
+        "append_many stores a batch in order with gapless numbers; repeats return the stored event",
+        _append_many,
+    ),
+    ConformanceCheck(
+        "append_many_refusals",
+        "a batch that conflicts, is empty, too long or invalid, or has no open session: nothing stored",
+        _append_many_refusals,
+    ),
     ConformanceCheck(
         "append_and_read_back",
         "append returns seq 0 / global_seq 0 and the event; reads return it byte-identical",
