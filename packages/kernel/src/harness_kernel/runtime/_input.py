@@ -109,6 +109,7 @@ class Admitted:
     model: str
     stream: Callable[..., object]
     append: Callable[..., object]
+    append_many: Callable[..., object] | None
     tools: dict[str, Tool[Any]]
     decide: Callable[..., object] | None
     resolve: Callable[..., object] | None
@@ -231,6 +232,7 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
     model = check_id(value.model, "model")
     stream = _captured(value.model_adapter, "stream", "model_adapter.stream")
     append = _captured(value.event_store, "append", "event_store.append")
+    append_many = _captured(value.event_store, "append_many", "event_store.append_many", optional=True)
     assert stream is not None
     assert append is not None
     tools = _tools(value.tools)
@@ -268,6 +270,7 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
         model=model,
         stream=stream,
         append=append,
+        append_many=append_many,
         tools=tools,
         decide=decide,
         resolve=resolve,

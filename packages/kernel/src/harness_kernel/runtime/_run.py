@@ -230,6 +230,36 @@ class Run:
             self.poison = poison
             raise poison from error
 
+    async def append_batch(self, events: tuple[Event, ...]) -> None:
+        """Append and queue events that need no acknowledgement between them (spec §8.4).
+
+        Under the writer lock, shielded. A :class:`~harness_kernel.store.BatchEventStore`
+        stores them with one durable commit, all or none (a failure poisons the run with the
+        first event's type); any other store gets one ``append`` per event, and each event
+        is queued once it is stored.
+        """
+        with trio.CancelScope(shield=True):
+            async with self.writer:
+                append_many = self.a.append_many
+                if append_many is None:
+                    for event in events:
+                        await self._append_shielded(event)
+                        self.enqueue(event)
+                    return
+                if self.poison is not None:
+                    raise self.poison
+                try:
+                    result = append_many(list(events))
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception as error:
+                    poison = EventAppendError(events[0].type)
+                    poison.__cause__ = error
+                    self.poison = poison
+                    raise poison from error
+                for event in events:
+                    self.enqueue(event)
+
     async def append(self, event: Event) -> None:
         """Append under the writer lock, shielded from cancellation."""
         with trio.CancelScope(shield=True):
@@ -343,18 +373,14 @@ class Run:
             run_id=a.run_id,
             turn_id=a.turn_id,
         )
-        event = self.event("agent.started", started)
-        await self.append(event)
-        self.enqueue(event)
+        agent_started = self.event("agent.started", started)
         self.input_message_id = self.new_id("msg")
-        event = self.event(
+        turn_started = self.event(
             "turn.started", TurnStartedData(**self.ids(), input_message_id=self.input_message_id)
         )
-        await self.append(event)
-        self.enqueue(event)
         self.messages.append(UserMessage(content=a.input))
         self.revision += 1
-        event = self.event(
+        user_message = self.event(
             "message.completed",
             UserMessageCompletedData(
                 **self.ids(),
@@ -365,8 +391,8 @@ class Run:
                 message_revision=self.revision,
             ),
         )
-        await self.append(event)
-        self.enqueue(event)
+        # No acknowledgement wait between the three (spec §8.4): one batch, one commit.
+        await self.append_batch((agent_started, turn_started, user_message))
 
     def end(self, status: str) -> None:
         """Mark the run ended with ``status`` and tell the runtime (exactly once)."""

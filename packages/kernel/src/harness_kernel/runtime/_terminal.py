@@ -50,9 +50,8 @@ async def record_terminal(
     run.finishing_as = status
     run.status = "completing"
     try:
-        for event in pair:
-            await run.append(event)
-            run.enqueue(event)
+        # No acknowledgement wait between the two (spec §8.4): one batch, one commit.
+        await run.append_batch(pair)
     except EventAppendError as poison:
         run.error = poison
         run.end("failed")
