@@ -5,11 +5,17 @@ caller's ``dict`` checked to be one), then ``v``, then ``type``, then the envelo
 payload that ``type`` selects, collecting every issue. ``create_event`` and
 ``serialize_event`` build the wire-key structure of what they are given and send it through
 those stages too, so nothing unvalidated is ever written.
+
+An event these stages built is deeply immutable (frozen Structs, ``FrozenDict``,
+``FrozenList``), so it stays valid for its whole life: the codec remembers it (by identity,
+weakly) and ``validate_event`` returns it as it is instead of checking it again. An
+``Event`` built any other way is checked in full.
 """
 
 from __future__ import annotations
 
 import uuid
+import weakref
 from typing import Final, TypeGuard
 
 import msgspec
@@ -168,7 +174,21 @@ def validate_event_document(document: dict[str, object]) -> Event:
     assert isinstance(at, str)
     actor = envelope.get("actor", UNSET)
     assert isinstance(actor, str) or actor is UNSET
-    return Event(v=1, type=event_type, event_id=event_id, at=at, actor=actor, data=data)  # pyright: ignore[reportArgumentType]
+    event = Event(v=1, type=event_type, event_id=event_id, at=at, actor=actor, data=data)  # pyright: ignore[reportArgumentType]
+    return _remember(event)
+
+
+_KNOWN_VALID: Final[weakref.WeakValueDictionary[int, Event]] = weakref.WeakValueDictionary()
+"""Events the gates built, by ``id``; an entry leaves with its event."""
+
+
+def _remember(event: Event) -> Event:
+    _KNOWN_VALID[id(event)] = event
+    return event
+
+
+def _is_known_valid(event: Event) -> bool:
+    return _KNOWN_VALID.get(id(event)) is event
 
 
 def _validated(document: dict[str, object]) -> Event:
@@ -219,12 +239,18 @@ def _require_event(event: object, operation: str) -> Event:
 def validate_event(event: Event) -> Event:
     """Re-validate an ``Event`` instance (``__init__`` does not validate); returns a clean copy.
 
+    An event the codec built (``create_event``, ``deserialize_event``, this function) is
+    deeply immutable and was valid when built; it is returned as it is.
+
     Raises:
         TypeError: ``event`` is not exactly an ``Event``.
         EventParseError, EventVersionError, UnknownEventTypeError, EventSchemaError: as
             decoding its wire form would.
     """
-    return _validated(event_to_document(_require_event(event, "validate_event")))
+    checked = _require_event(event, "validate_event")
+    if _is_known_valid(checked):
+        return checked
+    return _validated(event_to_document(checked))
 
 
 def serialize_event(event: Event) -> bytes:

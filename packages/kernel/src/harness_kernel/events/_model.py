@@ -648,7 +648,13 @@ if tuple(EVENT_PAYLOADS) != EVENT_TYPES:  # pragma: no cover - a guard for edito
 
 
 class Event(
-    msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True, omit_defaults=True
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    rename="camel",
+    forbid_unknown_fields=True,
+    omit_defaults=True,
+    weakref=True,
 ):
     """One event: the envelope ``v, type, eventId, at, actor?, data`` (wire key order).
 

@@ -6,7 +6,12 @@ import re
 from typing import Final
 
 from harness_kernel._json import FrozenDict, FrozenList, encode_json, is_exact_array, is_exact_dict
-from harness_kernel.events._codec import deserialize_event, event_to_document, parse_event_document
+from harness_kernel.events._codec import (
+    deserialize_event,
+    event_to_document,
+    parse_event_document,
+    validate_event,
+)
 from harness_kernel.events._model import Event
 
 __all__ = ["REDACTED", "REDACTION_MAX_DEPTH", "redact_event", "redact_string", "redact_value"]
@@ -57,10 +62,12 @@ _NON_TEXT_SCALARS: Final = (int, float, bool)
 
 
 class _Redactor:
-    __slots__ = ("_keep_non_text", "_visited")
+    __slots__ = ("_keep_non_text", "_visited", "changed")
 
     def __init__(self, *, keep_non_text: bool = False) -> None:
         self._visited: set[int] = set()
+        self.changed = False
+        """Whether anything was replaced (a copy of a container is not a change)."""
         # For events: a number, boolean or null under a sensitive key (``fencingToken``) holds
         # no text, so it cannot carry a secret, and the schema types it; it is kept.
         self._keep_non_text = keep_non_text
@@ -68,13 +75,17 @@ class _Redactor:
     def _sensitive(self, key: object, item: object) -> bool:
         if type(key) is not str or not is_sensitive_key(str(key)):
             return False
-        return not (self._keep_non_text and (item is None or type(item) in _NON_TEXT_SCALARS))
+        sensitive = not (self._keep_non_text and (item is None or type(item) in _NON_TEXT_SCALARS))
+        self.changed = self.changed or sensitive
+        return sensitive
 
     def redact(self, value: object, depth: int) -> object:
         kind = type(value)
         if kind is str:
             assert isinstance(value, str)
-            return redact_string(value)
+            redacted = redact_string(value)
+            self.changed = self.changed or redacted != value
+            return redacted
         if is_exact_dict(value) or type(value) is FrozenDict:
             assert isinstance(value, dict | FrozenDict)
             if not self._enter(value, depth):
@@ -96,6 +107,7 @@ class _Redactor:
         """Whether to descend: below the depth cap and not seen before in this call."""
         identity = id(container)
         if depth >= REDACTION_MAX_DEPTH or identity in self._visited:
+            self.changed = True
             return False
         self._visited.add(identity)
         return True
@@ -114,10 +126,12 @@ def redact_value(value: object) -> object:
 
 
 def redact_event(event: Event) -> Event:
-    """A new, schema-valid event whose ``data`` is redacted; ``event`` is untouched.
+    """A schema-valid event whose ``data`` is redacted; ``event`` is untouched.
 
     ``data`` is redacted in its wire-key structure, then the event is rebuilt through its
-    JSON text and decoded again, so the result passes every gate. Unlike
+    JSON text and decoded again, so the result passes every gate; when nothing was
+    redacted, the result is ``validate_event(event)`` (the same event when the codec built
+    it: such an event is immutable). Unlike
     :func:`redact_value`, a number, boolean or null under a sensitive key is kept: it holds no
     text, and replacing it would break the schema (``run.leased``'s ``fencingToken``).
 
@@ -128,6 +142,9 @@ def redact_event(event: Event) -> Event:
         raise TypeError(f"redact_event expects an Event, not {type(event).__name__}")
     assert isinstance(event, Event)
     document = event_to_document(event)
-    document["data"] = _Redactor(keep_non_text=True).redact(document["data"], 0)
+    redactor = _Redactor(keep_non_text=True)
+    document["data"] = redactor.redact(document["data"], 0)
+    if not redactor.changed:
+        return validate_event(event)
     # The JSON gate first: the encoder would quietly write NaN as null.
     return deserialize_event(encode_json(parse_event_document(document)))
