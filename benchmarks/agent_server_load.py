@@ -7,7 +7,8 @@ It exits 1 when an expectation fails.
 Phases:
 
 1. **levels** (server in this process, SQLite store in a temporary directory, scripted
-   FakeModel, the ``echo`` tool): 1, 100 and 500 concurrent sessions, one level after another.
+   FakeModel, the ``echo`` tool): 1, 100 and 500 concurrent sessions, one level after another
+   (the level of one session 50 times in a row, ``--lone-rounds``: one prompt is one sample).
    Each session connects, initialises, creates a session and runs a short prompt; one in eight
    calls ``echo``, which asks (no manifest), so it makes a permission round trip. Per session the
    streamed ``seq`` must be contiguous and a restore from -1 must return exactly the streamed

@@ -108,6 +108,12 @@ def _arguments(description: str | None) -> argparse.Namespace:
         default=None,
         help="concurrent sessions per level, comma-separated (default 1,100,500)",
     )
+    parser.add_argument(
+        "--lone-rounds",
+        type=int,
+        default=None,
+        help="how many times the level of one session runs in a row (default 50, 5 with --quick)",
+    )
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
     parser.add_argument("--timeout", type=float, default=120.0, help="upper bound per phase, seconds")
     parser.add_argument("--serve-stalled", nargs=2, metavar=("DB", "ROOT"), help=argparse.SUPPRESS)
@@ -116,6 +122,8 @@ def _arguments(description: str | None) -> argparse.Namespace:
     quick = arguments.quick
     if arguments.levels is None:
         arguments.levels = [1, 20] if quick else [1, 100, 500]
+    if arguments.lone_rounds is None:
+        arguments.lone_rounds = 5 if quick else 50
     arguments.idle = 20 if quick else 200
     arguments.mixed_sessions = 20 if quick else 100
     arguments.offenders = 2 if quick else 10

@@ -22,6 +22,7 @@ class LevelResult:
     """One level: its session count, the prompt round trips, failures and duration."""
 
     sessions: int
+    rounds: int
     latencies: list[float]
     failures: list[str]
     seconds: float
@@ -53,23 +54,29 @@ async def one_session(url: str, index: int, latencies: list[float], failures: li
         failures.append(f"session {index}: {error!r}")
 
 
-async def run_level(url: str, count: int, seconds: float) -> LevelResult:
-    """``count`` sessions at once, bounded by ``seconds``."""
+async def run_level(url: str, count: int, seconds: float, rounds: int = 1) -> LevelResult:
+    """``count`` sessions at once, ``rounds`` times one after another, bounded by ``seconds``.
+
+    A level of one session is a single sample; repeating it gives its p50 a meaning.
+    """
     latencies: list[float] = []
     failures: list[str] = []
     started = time.perf_counter()
     with trio.move_on_after(seconds) as scope:
-        async with trio.open_nursery() as nursery:
-            for index in range(count):
-                nursery.start_soon(one_session, url, index, latencies, failures)
-    return LevelResult(count, latencies, failures, time.perf_counter() - started, scope.cancelled_caught)
+        for _ in range(rounds):
+            async with trio.open_nursery() as nursery:
+                for index in range(count):
+                    nursery.start_soon(one_session, url, index, latencies, failures)
+    elapsed = time.perf_counter() - started
+    return LevelResult(count, rounds, latencies, failures, elapsed, scope.cancelled_caught)
 
 
 def print_level(name: str, level: LevelResult) -> None:
     """One line of figures for a level, then its first failures."""
     rate = len(level.latencies) / level.seconds if level.seconds else 0.0
     print(
-        f"  {name}: {level.sessions} sessions, {len(level.latencies)} completed,"
+        f"  {name}: {level.sessions} sessions"
+        f"{f' x {level.rounds} rounds' if level.rounds > 1 else ''}, {len(level.latencies)} completed,"
         f" {len(level.failures)} failures,"
         f" {level.seconds:.2f} s, {rate:.1f} sessions/s,"
         f" p50 {statistics.median(level.latencies) * 1000 if level.latencies else float('nan'):.1f} ms,"

@@ -111,15 +111,15 @@ async def test_without_a_store_seq_counts_from_zero_and_restore_is_refused(runni
 
 
 class FailingStore(SqliteSessionStore):
-    """A store whose appends fail after the first three."""
+    """A store whose appends fail after the first commit (``session.created`` and admission)."""
 
-    appended = 0
+    commits = 0
 
-    async def append(self, session_id: str, event: Any, *, owner_id: str | None = None) -> Any:
-        self.appended += 1
-        if self.appended > 3:
+    async def append_many(self, session_id: str, events: Any, *, owner_id: str | None = None) -> Any:
+        self.commits += 1
+        if self.commits > 1:
             raise OSError("disk full")
-        return await super().append(session_id, event, owner_id=owner_id)
+        return await super().append_many(session_id, events, owner_id=owner_id)
 
 
 async def test_a_store_failing_mid_run_answers_internal_error_and_keeps_the_row_active(
@@ -134,10 +134,10 @@ async def test_a_store_failing_mid_run_answers_internal_error_and_keeps_the_row_
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
             assert failed.value.code == -32603
             assert failed.value.data_code is None
-            assert [n["params"]["seq"] for n in client.drain_notifications()] == [0, 1, 2]
+            assert [n["params"]["seq"] for n in client.drain_notifications()] == [0, 1, 2, 3]
         record = await store.get(session_id)
         assert record.status == "active"
-        assert await store.size(session_id) == 3
+        assert await store.size(session_id) == 4
 
 
 class LeaseFailingStore(SqliteSessionStore):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
@@ -477,15 +477,6 @@ class SessionManager:
 
     async def _drive(self, session: Session, params: PromptParams) -> RunOutcome:
         """Record ``session.created``, then run the turn on a fresh runtime and send its events."""
-        events = RunEvents(
-            session.id,
-            lambda event: self._record(session, event),
-            self._read_events,
-        )
-        run_input = self._run_input(session, params, events)
-        runtime = self._config.runtime()
-        stream = runtime.run(run_input)
-        session.runtime, session.run_id = runtime, run_input.run_id
         created = create_event(
             "session.created",
             SessionCreatedData(session_id=session.id, workspace=session.workspace),
@@ -493,13 +484,21 @@ class SessionManager:
             at=format_timestamp(self._config.now()),
             actor="kernel",
         )
-        try:
-            await self._record(session, created)
-        except BaseException:
-            await stream.aclose()
-            raise
-        await session.outbox.flush(self.send)
-        return await consume(stream, session.outbox, self.send)
+        # session.created is stored with the run's admission events, in one commit.
+        events = RunEvents(
+            session.id,
+            lambda batch: self._record(session, batch),
+            self._read_events,
+            prelude=created,
+        )
+        run_input = self._run_input(session, params, events)
+        runtime = self._config.runtime()
+        stream = runtime.run(run_input)
+        session.runtime, session.run_id = runtime, run_input.run_id
+        outcome = await consume(stream, session.outbox, self.send)
+        if await events.store_prelude():  # the run appended nothing (it failed at admission)
+            await session.outbox.flush(self.send)
+        return outcome
 
     async def _answer(self, session: Session, outcome: RunOutcome) -> PromptResult:
         """The terminal state of a run that ended with its pair, and the prompt's answer (§5.3 step 4)."""
@@ -552,47 +551,57 @@ class SessionManager:
         seconds = self._config.max_run_ms / 1000
         return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
 
-    async def _record(self, session: Session, event: Event) -> None:
-        """Redact, store, and queue one event's notification in the session's outbox (§6).
+    async def _record(self, session: Session, events: Sequence[Event]) -> None:
+        """Redact and store ``events`` with one commit, then queue their notifications (§6).
 
         Raises:
-            Exception: the event was not stored (the run is aborted); a redaction failure
-                stores and queues its replacement ``error`` event first.
+            Exception: the events were not stored (the run is aborted); a redaction failure
+                stores the events before it and its replacement ``error`` event first.
         """
-        try:
-            redacted = redact_event(event)
-        except Exception:
-            _log.exception("event redaction failed in session %s", session.id)
-            session.abort.abort("event redaction failed")
-            replacement = create_event(
-                "error",
-                ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
-                event_id=self._config.new_id("evt"),
-                at=format_timestamp(self._config.now()),
-                actor="agent-server",
-            )
-            await self._store(session, replacement)
-            raise
-        # Handed over without keeping a name for it in this frame: only the notification
-        # text outlives the store call.
+        redacted: list[Event] = []
+        for event in events:
+            try:
+                redacted.append(redact_event(event))
+            except Exception:
+                _log.exception("event redaction failed in session %s", session.id)
+                session.abort.abort("event redaction failed")
+                await self._store(session, [*redacted, self._redaction_failed()])
+                raise
+        # Handed over without keeping a name for them in this frame: only the notification
+        # texts outlive the store call.
         handover = [redacted]
         del redacted
         await self._store(session, handover.pop())
 
-    async def _store(self, session: Session, event: Event) -> None:
+    def _redaction_failed(self) -> Event:
+        """The ``error`` event stored in place of one whose redaction failed."""
+        return create_event(
+            "error",
+            ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
+            event_id=self._config.new_id("evt"),
+            at=format_timestamp(self._config.now()),
+            actor="agent-server",
+        )
+
+    async def _store(self, session: Session, events: list[Event]) -> None:
+        if not events:
+            return
         try:
-            stored = await self._state.store.append(session.id, event, owner_id=self.owner_id)
+            stored = await self._state.store.append_many(session.id, events, owner_id=self.owner_id)
         except Exception:
             session.persistence_failed = True
             session.abort.abort("persistence failure")
             raise
-        seq, event = stored.seq, stored.event
+        finally:
+            events.clear()
+        for item in stored:
+            event = item.event
+            if event.type == "permission.requested":
+                permission_id: object = getattr(event.data, "permission_id", None)
+                if type(permission_id) is str:
+                    session.pending[permission_id] = _Pending()
+            session.outbox.texts.append(encode_notification(session.id, item.seq, serialize_event(event)))
         del stored
-        if event.type == "permission.requested":
-            permission_id: object = getattr(event.data, "permission_id", None)
-            if type(permission_id) is str:
-                session.pending[permission_id] = _Pending()
-        session.outbox.texts.append(encode_notification(session.id, seq, serialize_event(event)))
 
     async def send(self, text: str) -> None:
         """Queue a frame unless the client has disconnected."""

@@ -12,7 +12,7 @@ for the operator) only after the event before it was sent.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -35,23 +35,31 @@ class Outbox:
 
 
 class RunEvents:
-    """The runtime's :class:`~harness_kernel.store.EventStore` for one session's run.
+    """The runtime's :class:`~harness_kernel.store.BatchEventStore` for one session's run.
+
+    ``session.created`` (the ``prelude``) is stored together with the first events the
+    runtime appends (its three admission events), so a prompt's opening costs one durable
+    commit; :meth:`store_prelude` stores it alone when the run appended nothing.
 
     Args:
         session_id: The session every event belongs to.
-        record: Redacts, stores and queues one event's text; raises when it was not stored.
+        record: Redacts, stores (one commit) and queues the events' texts, in order; raises
+            when they were not stored.
         read: The stored events of the session (the port's reader).
+        prelude: The event stored before the run's first event.
     """
 
     def __init__(
         self,
         session_id: str,
-        record: Callable[[Event], Awaitable[None]],
+        record: Callable[[Sequence[Event]], Awaitable[None]],
         read: Callable[[str], AsyncIterator[Event]],
+        prelude: Event | None = None,
     ) -> None:
         self._session_id = session_id
         self._record = record
         self._read = read
+        self._prelude = prelude
 
     async def append(self, event: Event) -> None:
         """Store ``event`` (redacted) before returning.
@@ -59,7 +67,23 @@ class RunEvents:
         Raises:
             Exception: whatever the redaction or the store raised; the run is poisoned.
         """
-        await self._record(event)
+        await self.append_many((event,))
+
+    async def append_many(self, events: Sequence[Event]) -> None:
+        """Store ``events`` (redacted) with one commit before returning, all or none.
+
+        Raises:
+            Exception: whatever the redaction or the store raised; the run is poisoned.
+        """
+        prelude, self._prelude = self._prelude, None
+        await self._record(events if prelude is None else (prelude, *events))
+
+    async def store_prelude(self) -> bool:
+        """Store the prelude if no append has taken it yet; True when it did."""
+        if self._prelude is None:
+            return False
+        await self.append_many(())
+        return True
 
     def read_session(self, session_id: str) -> AsyncIterator[Event]:
         """The stored events of ``session_id`` (this run's session only)."""

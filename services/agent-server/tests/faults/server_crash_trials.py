@@ -285,9 +285,10 @@ async def run_server_target(
         timings.append(seconds)
     seconds = summary.clean_seconds = min(timings)
     effects = sessions * rounds * calls
-    # Per session: session.created, agent.started, a request/response pair per model call,
-    # five events per tool call (tool.call, policy.decision, the ask pair, tool.result), agent.stopped.
-    appends = sessions * (3 + 2 * (rounds + 1) + 5 * rounds * calls)
+    # Store calls per session: one for session.created with the three admission events,
+    # model.request, model.response and message.completed per model call, five per tool
+    # call (tool.call, policy.decision, the ask pair, tool.result), one for the terminal pair.
+    appends = sessions * (2 + 3 * (rounds + 1) + 5 * rounds * calls)
     counts = {
         "before-append": appends,
         "after-append": appends,

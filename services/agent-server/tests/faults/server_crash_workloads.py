@@ -9,7 +9,7 @@ or after the commit) or effect (before or after the write).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import trio
@@ -37,6 +37,14 @@ class _KillableStore(SqliteSessionStore):
     async def append(self, session_id: str, event: Event, *, owner_id: str | None = None) -> SequencedEvent:
         self._kill.passing("before-append")
         stored = await super().append(session_id, event, owner_id=owner_id)
+        self._kill.passing("after-append")
+        return stored
+
+    async def append_many(
+        self, session_id: str, events: Sequence[Event], *, owner_id: str | None = None
+    ) -> tuple[SequencedEvent, ...]:
+        self._kill.passing("before-append")
+        stored = await super().append_many(session_id, events, owner_id=owner_id)
         self._kill.passing("after-append")
         return stored
 
