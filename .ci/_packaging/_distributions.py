@@ -20,6 +20,7 @@ _LAYOUT: Final = (
     ("harness-workspace", "packages/workspace", ("harness-workspace",)),
     ("harness-tools", "packages/tools", ("harness-tools", "harness-workspace")),
     ("harness-kernel", "packages/kernel", ("harness-kernel", "harness-tools", "harness-workspace")),
+    ("harness-sandbox", "packages/sandbox", ("harness-sandbox", "harness-workspace")),
     (
         "agent-server",
         "services/agent-server",

@@ -1,0 +1,52 @@
+"""harness-sandbox: a disposable, isolated :class:`~harness_workspace.Workspace`.
+
+A ``SandboxWorkspace`` copies a source tree into a directory of its own and starts one
+isolated environment (Docker by default, bubblewrap as the light engine) with that copy at
+``/workspace``. File operations run on the host with ``LocalWorkspace``'s descriptor-based
+containment; commands run inside the environment. There is no fallback: when the chosen
+engine cannot run, creation fails with ``SANDBOX_ENGINE_UNAVAILABLE`` saying what is missing.
+"""
+
+from __future__ import annotations
+
+from harness_sandbox._engine import (
+    LABEL,
+    WORKSPACE_MOUNT,
+    CommandOutcome,
+    CommandSpec,
+    EnvironmentSpec,
+    SandboxEngine,
+    SandboxEnvironment,
+)
+from harness_sandbox._errors import (
+    SANDBOX_COPY_FAILED,
+    SANDBOX_DISK_LIMIT,
+    SANDBOX_DISPOSE_FAILED,
+    SANDBOX_ENGINE_UNAVAILABLE,
+    SANDBOX_ERROR_CODES,
+    SANDBOX_IMAGE_NOT_PINNED,
+    SANDBOX_SOURCE_INVALID,
+    SANDBOX_START_FAILED,
+    SandboxError,
+)
+from harness_sandbox._limits import SandboxLimits
+
+__all__ = [
+    "LABEL",
+    "SANDBOX_COPY_FAILED",
+    "SANDBOX_DISK_LIMIT",
+    "SANDBOX_DISPOSE_FAILED",
+    "SANDBOX_ENGINE_UNAVAILABLE",
+    "SANDBOX_ERROR_CODES",
+    "SANDBOX_IMAGE_NOT_PINNED",
+    "SANDBOX_SOURCE_INVALID",
+    "SANDBOX_START_FAILED",
+    "WORKSPACE_MOUNT",
+    "CommandOutcome",
+    "CommandSpec",
+    "EnvironmentSpec",
+    "SandboxEngine",
+    "SandboxEnvironment",
+    "SandboxError",
+    "SandboxLimits",
+]
