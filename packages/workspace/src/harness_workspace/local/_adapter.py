@@ -477,6 +477,30 @@ class LocalWorkspace:
 
         return await self._with_processes("execute", run)
 
+    async def resolve_directory(self, path: str, operation: str = "execute") -> str:
+        """The canonical root-relative spelling of the directory ``path`` (``""`` for the root).
+
+        ``path`` is parsed and resolved exactly as ``execute`` resolves its ``cwd`` (no
+        symlink followed, ``..`` never above the root) and must name a directory now. For an
+        adapter that runs commands elsewhere over this root (a sandbox) and needs the checked
+        spelling; it is not one of the seven workspace operations.
+
+        Raises:
+            LocalWorkspaceError: The path codes, ``WORKSPACE_NOT_A_DIRECTORY``,
+                ``WORKSPACE_DISPOSED``; each names ``operation``.
+        """
+        self._refuse_if_disposed(operation)
+        components = parse_path(path, operation, allow_root=True)
+
+        def check(root_fd: int) -> str:
+            try:
+                os.close(self._resolver.open(root_fd, components, _DIRECTORY_FLAGS))
+            except OSError as error:
+                fail_os(error, path, operation)
+            return join_components(components)
+
+        return await self._in_thread(operation, check)
+
     def _open_directory(self, root_fd: int, path: str, components: Components) -> int:
         try:
             return self._resolver.open(root_fd, components, _DIRECTORY_FLAGS)
