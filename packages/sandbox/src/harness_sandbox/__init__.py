@@ -9,6 +9,7 @@ engine cannot run, creation fails with ``SANDBOX_ENGINE_UNAVAILABLE`` saying wha
 
 from __future__ import annotations
 
+from harness_sandbox._copy import DEFAULT_DENY, DeniedPolicy
 from harness_sandbox._engine import (
     LABEL,
     WORKSPACE_MOUNT,
@@ -30,23 +31,29 @@ from harness_sandbox._errors import (
     SandboxError,
 )
 from harness_sandbox._limits import SandboxLimits
+from harness_sandbox._workspace import SANDBOX_ENVIRONMENT, SANDBOX_UID, SandboxWorkspace
 
 __all__ = [
+    "DEFAULT_DENY",
     "LABEL",
     "SANDBOX_COPY_FAILED",
     "SANDBOX_DISK_LIMIT",
     "SANDBOX_DISPOSE_FAILED",
     "SANDBOX_ENGINE_UNAVAILABLE",
+    "SANDBOX_ENVIRONMENT",
     "SANDBOX_ERROR_CODES",
     "SANDBOX_IMAGE_NOT_PINNED",
     "SANDBOX_SOURCE_INVALID",
     "SANDBOX_START_FAILED",
+    "SANDBOX_UID",
     "WORKSPACE_MOUNT",
     "CommandOutcome",
     "CommandSpec",
+    "DeniedPolicy",
     "EnvironmentSpec",
     "SandboxEngine",
     "SandboxEnvironment",
     "SandboxError",
     "SandboxLimits",
+    "SandboxWorkspace",
 ]

@@ -1,0 +1,362 @@
+"""``SandboxWorkspace``: the seven operations over a disposable copy, commands inside an engine.
+
+Creation copies the source tree (see :mod:`harness_sandbox._copy`) into a directory of its
+own, opens a :class:`~harness_workspace.local.LocalWorkspace` over the copy for every file
+operation (so a link, FIFO or device the sandbox plants can never lead a host-side read or
+write outside the copy) and starts the engine's environment with the copy at ``/workspace``.
+``execute`` checks ``cwd`` on the host, then runs the command inside. The copy's size is
+held to ``SandboxLimits.disk_bytes``. ``dispose`` keeps the final diff, stops the
+environment, verifies it is gone and deletes the copy (unless asked to retain it).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import tempfile
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+from harness_sandbox._copy import DEFAULT_DENY, CopyReport, DeniedPolicy, copy_tree, remove_tree, tree_bytes
+from harness_sandbox._engine import CommandSpec, EnvironmentSpec, SandboxEngine, SandboxEnvironment
+from harness_sandbox._errors import SANDBOX_DISK_LIMIT, SandboxError
+from harness_sandbox._limits import SandboxLimits
+from harness_workspace import CommandRequest, CommandResult, WorkspaceOperationError, WorkspaceSnapshot
+from harness_workspace.local import (
+    WORKSPACE_COMMAND_ABORTED,
+    WORKSPACE_COMMAND_FAILED_TO_START,
+    WORKSPACE_DISPOSED,
+    WORKSPACE_TIMEOUT_TOO_LARGE,
+    LocalWorkspace,
+    LocalWorkspaceError,
+)
+
+__all__ = ["SANDBOX_ENVIRONMENT", "SANDBOX_UID", "SandboxWorkspace"]
+
+SANDBOX_UID: Final = 1000
+"""The user (and group) commands run as when the host process is root."""
+SANDBOX_ENVIRONMENT: Final[dict[str, str]] = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+}
+"""The whole environment of a command inside: nothing of the host process reaches it."""
+_COPY_NAME: Final = "workspace"
+
+
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    home: str
+    """The directory holding the copy (deleted on dispose)."""
+    path: str
+    """The copy itself, mounted at ``/workspace``."""
+    report: CopyReport
+
+
+class SandboxWorkspace:
+    """A :class:`~harness_workspace.Workspace` whose commands run in an isolated, disposable environment.
+
+    Build one with :meth:`create`. It is *isolated*: the launch boundary that constructs it
+    (a server, an operator's script) may admit file-writing and command tools on it without
+    a host opt-in; nothing a model sends can make a workspace one.
+    """
+
+    def __init__(
+        self,
+        *,
+        copy: _Copy,
+        local: LocalWorkspace,
+        environment: SandboxEnvironment,
+        engine_name: str,
+        limits: SandboxLimits,
+        retain: bool,
+    ) -> None:
+        self._copy = copy
+        self._local = local
+        self._environment = environment
+        self._engine_name = engine_name
+        self._limits = limits
+        self._retain = retain
+        self._disposed = False
+        self._dispose_lock = trio.Lock()
+        self._commands = trio.Lock()
+        self.final_diff: str | None = None
+        """The copy's diff against ``HEAD`` taken by :meth:`dispose` (``None`` before, or if it had none)."""
+
+    # -- creation -------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        source: str | os.PathLike[str],
+        *,
+        engine: SandboxEngine,
+        limits: SandboxLimits | None = None,
+        deny: tuple[str, ...] = DEFAULT_DENY,
+        denied: DeniedPolicy = "skip",
+        parent: str | os.PathLike[str] | None = None,
+        retain: bool = False,
+    ) -> SandboxWorkspace:
+        """Copy ``source`` and start ``engine``'s environment over the copy.
+
+        Args:
+            source: The source tree (a git checkout or a folder); it is never written.
+            engine: The engine; when it cannot run, creation fails (no fallback).
+            limits: The workspace's limits (defaults: :class:`SandboxLimits`).
+            deny: Base-name patterns never copied (credentials).
+            denied: ``"skip"`` a denied name (reported by :attr:`skipped`) or ``"refuse"`` the copy.
+            parent: Where the copy's directory is made (the system temporary directory by default).
+            retain: Keep the copy after :meth:`dispose` (the environment is removed anyway).
+
+        Raises:
+            SandboxError: ``SANDBOX_SOURCE_INVALID``, ``SANDBOX_COPY_FAILED``,
+                ``SANDBOX_DISK_LIMIT``, ``SANDBOX_ENGINE_UNAVAILABLE``,
+                ``SANDBOX_IMAGE_NOT_PINNED``, ``SANDBOX_START_FAILED``. Nothing is left behind.
+        """
+        chosen = limits if limits is not None else SandboxLimits()
+        owner = (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        copy = await trio.to_thread.run_sync(
+            lambda: _make_copy(
+                os.fspath(source), parent, deny=deny, denied=denied, limits=chosen, owner=owner
+            )
+        )
+        local: LocalWorkspace | None = None
+        try:
+            local = LocalWorkspace(copy.path, max_file_bytes=min(chosen.file_bytes, 64 * 1024 * 1024))
+            spec = EnvironmentSpec(
+                name=f"harness-sbx-{secrets.token_hex(8)}",
+                copy_path=copy.path,
+                uid=owner[0],
+                gid=owner[1],
+                limits=chosen,
+                owner=f"{socket.gethostname()}:{os.getpid()}",
+            )
+            environment = await engine.start(spec)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                if local is not None:
+                    await local.dispose()
+                await trio.to_thread.run_sync(remove_tree, copy.home)
+            raise
+        return cls(
+            copy=copy,
+            local=local,
+            environment=environment,
+            engine_name=engine.name,
+            limits=chosen,
+            retain=retain,
+        )
+
+    # -- what the operator may ask --------------------------------------------------
+
+    @property
+    def engine(self) -> str:
+        """The engine's name (for the operator; the model never sees it)."""
+        return self._engine_name
+
+    @property
+    def copy_path(self) -> str:
+        """The host path of the copy (retained after dispose only when asked)."""
+        return self._copy.path
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """Source paths left out of the copy: denied names and special files."""
+        return tuple(self._copy.report.skipped)
+
+    @property
+    def limits(self) -> SandboxLimits:
+        """The limits in force."""
+        return self._limits
+
+    # -- files (on the host, through LocalWorkspace) ----------------------------------
+
+    async def read_file(self, path: str) -> str:
+        """Read a file of the copy (see ``LocalWorkspace.read_file``)."""
+        return await self._local.read_file(path)
+
+    async def write_file(self, path: str, contents: str) -> None:
+        """Write a file of the copy, within the disk limit (see ``LocalWorkspace.write_file``).
+
+        Raises:
+            SandboxError: ``SANDBOX_DISK_LIMIT`` when the copy would hold more than
+                ``disk_bytes``; nothing is written.
+            LocalWorkspaceError: as ``LocalWorkspace.write_file``.
+        """
+        self._refuse_if_disposed("write_file")
+        size = len(contents.encode("utf-8", errors="surrogatepass"))
+        used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
+        if used + size > self._limits.disk_bytes:
+            raise SandboxError(
+                SANDBOX_DISK_LIMIT,
+                f"writing {size} bytes would exceed the workspace's disk limit of "
+                f"{self._limits.disk_bytes} bytes ({used} in use)",
+                "write_file",
+            )
+        await self._local.write_file(path, contents)
+
+    async def list_files(self, path: str) -> list[str]:
+        """List files of the copy (see ``LocalWorkspace.list_files``)."""
+        return await self._local.list_files(path)
+
+    async def diff(self) -> str:
+        """The copy's changes against ``HEAD`` (see ``LocalWorkspace.diff``), denied files left out.
+
+        A file the copy left out (a tracked ``*.pem``, say) would read as deleted, and one
+        the sandbox wrote in its place as a change to it; neither is the sandbox's to export,
+        so their sections are dropped.
+        """
+        return _without_paths(await self._local.diff(), frozenset(self._copy.report.skipped))
+
+    async def snapshot(self) -> WorkspaceSnapshot:
+        """The copy's state (see ``LocalWorkspace.snapshot``)."""
+        return await self._local.snapshot()
+
+    # -- commands (inside the environment) --------------------------------------------
+
+    async def execute(self, command: CommandRequest) -> CommandResult:
+        """Run ``command.argv`` inside the environment, in ``/workspace/<cwd>``.
+
+        One command at a time per workspace. The environment is :data:`SANDBOX_ENVIRONMENT`;
+        the budget is ``timeout_ms`` (the limits' default when ``None``; ``0`` reports a
+        timeout without running). Every process the command started is gone when it returns.
+
+        Raises:
+            LocalWorkspaceError: the path codes for ``cwd``, ``WORKSPACE_NOT_A_DIRECTORY``,
+                ``WORKSPACE_COMMAND_NOT_FOUND``, ``WORKSPACE_COMMAND_FAILED_TO_START``,
+                ``WORKSPACE_COMMAND_ABORTED``, ``WORKSPACE_TIMEOUT_TOO_LARGE``,
+                ``WORKSPACE_DISPOSED``.
+            SandboxError: ``SANDBOX_DISK_LIMIT`` when the command left the copy over the
+                disk limit (the message gives its exit code), ``SANDBOX_START_FAILED`` when
+                the environment is gone.
+        """
+        self._refuse_if_disposed("execute")
+        budget_ms = self._budget_ms(command.timeout_ms)
+        argv = tuple(command.argv)
+        if any("\x00" in argument for argument in argv):
+            raise LocalWorkspaceError(
+                WORKSPACE_COMMAND_FAILED_TO_START,
+                "command arguments must not contain NUL characters",
+                "execute",
+            )
+        cwd = await self._local.resolve_directory(command.cwd or "", "execute")
+        signal = command.signal
+        if signal is not None and signal.aborted:
+            raise _aborted(signal.reason)
+        if budget_ms == 0:
+            await trio.lowlevel.checkpoint()
+            return CommandResult(exit_code=None, stdout="", stderr="", timed_out=True)
+        spec = CommandSpec(
+            argv=argv, cwd=cwd, budget_ms=budget_ms, environment=dict(SANDBOX_ENVIRONMENT), signal=signal
+        )
+        async with self._commands:
+            self._refuse_if_disposed("execute")
+            outcome = await self._environment.run(spec)
+        if outcome.aborted:
+            raise _aborted(None if signal is None else signal.reason)
+        used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
+        if used > self._limits.disk_bytes:
+            raise SandboxError(
+                SANDBOX_DISK_LIMIT,
+                f"the command (exit code {outcome.exit_code}) left {used} bytes in the workspace, over its "
+                f"disk limit of {self._limits.disk_bytes}; delete files to go on writing",
+                "execute",
+            )
+        return CommandResult(
+            exit_code=outcome.exit_code,
+            stdout=outcome.stdout,
+            stderr=outcome.stderr,
+            timed_out=outcome.timed_out,
+        )
+
+    def _budget_ms(self, timeout_ms: int | None) -> int:
+        if timeout_ms is None:
+            return self._limits.default_timeout_ms
+        if timeout_ms > self._limits.max_timeout_ms:
+            raise LocalWorkspaceError(
+                WORKSPACE_TIMEOUT_TOO_LARGE,
+                f"timeout_ms {timeout_ms} exceeds the maximum of {self._limits.max_timeout_ms}",
+                "execute",
+            )
+        return timeout_ms
+
+    # -- disposal -------------------------------------------------------------------
+
+    def _refuse_if_disposed(self, operation: str) -> None:
+        if self._disposed:
+            raise LocalWorkspaceError(WORKSPACE_DISPOSED, "the workspace was disposed", operation)
+
+    async def dispose(self) -> None:
+        """Keep the final diff, stop and remove the environment, delete the copy; idempotent.
+
+        The copy stays when the workspace was created with ``retain=True``.
+
+        Raises:
+            SandboxError: ``SANDBOX_DISPOSE_FAILED`` when the environment's removal could not
+                be verified (the copy is deleted all the same).
+        """
+        with trio.CancelScope(shield=True):
+            async with self._dispose_lock:
+                if self._disposed:
+                    return
+                try:
+                    self.final_diff = await self.diff()
+                except WorkspaceOperationError:
+                    self.final_diff = None
+                self._disposed = True
+                try:
+                    await self._environment.stop()
+                finally:
+                    await self._local.dispose()
+                    if not self._retain:
+                        await trio.to_thread.run_sync(remove_tree, self._copy.home)
+
+
+def _make_copy(
+    source: str,
+    parent: str | os.PathLike[str] | None,
+    *,
+    deny: tuple[str, ...],
+    denied: DeniedPolicy,
+    limits: SandboxLimits,
+    owner: tuple[int, int],
+) -> _Copy:
+    home = tempfile.mkdtemp(prefix="harness-sbx-", dir=parent)
+    try:
+        # Traversable (not listable) by the sandbox's user, which must reach the copy.
+        os.chmod(home, 0o711)
+        path = os.path.join(home, _COPY_NAME)
+        report = copy_tree(
+            source,
+            path,
+            deny=deny,
+            denied=denied,
+            max_bytes=limits.disk_bytes,
+            owner=owner if os.geteuid() == 0 else None,
+        )
+    except BaseException:
+        remove_tree(home)
+        raise
+    return _Copy(home=home, path=path, report=report)
+
+
+def _without_paths(patch: str, paths: frozenset[str]) -> str:
+    """``patch`` without the file sections whose old or new path is one of ``paths``."""
+    if not paths or not patch:
+        return patch
+    kept: list[str] = []
+    keep = True
+    for line in patch.splitlines(keepends=True):
+        if line.startswith("diff --git "):
+            names = line[len("diff --git ") :].rstrip("\n").split(" ")
+            keep = not any(name[2:] in paths for name in names if name[:2] in ("a/", "b/"))
+        if keep:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _aborted(reason: object) -> LocalWorkspaceError:
+    return LocalWorkspaceError(WORKSPACE_COMMAND_ABORTED, f"command aborted (reason: {reason!r})", "execute")
