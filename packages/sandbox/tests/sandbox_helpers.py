@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness_sandbox import CommandOutcome, CommandSpec, EnvironmentSpec, SandboxError
 from harness_sandbox._supervise import run_host_process
+from harness_workspace.local import WORKSPACE_COMMAND_NOT_FOUND, LocalWorkspaceError
 
 
 class HostTestEnvironment:
@@ -32,10 +34,15 @@ class HostTestEnvironment:
             max_output_bytes=self.spec.limits.max_output_bytes,
             kill_grace_ms=self.spec.limits.kill_grace_ms,
         )
+        stderr = ran.stderr.text("stderr")
+        if ran.status == 127 and stderr.startswith("/usr/bin/env: "):
+            raise LocalWorkspaceError(
+                WORKSPACE_COMMAND_NOT_FOUND, f"command not found: {command.argv[0]!r}", "execute"
+            )
         return CommandOutcome(
             exit_code=ran.status,
             stdout=ran.stdout.text("stdout"),
-            stderr=ran.stderr.text("stderr"),
+            stderr=stderr,
             timed_out=ran.timed_out,
             aborted=ran.aborted,
         )
@@ -63,13 +70,16 @@ class HostTestEngine:
         return environment
 
 
-def git_repository(path: Path, files: dict[str, str]) -> Path:
+def git_repository(path: Path, files: Mapping[str, str | bytes]) -> Path:
     """A real git repository at ``path`` holding ``files`` in one commit."""
     path.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
+    for name, content in files.items():
         target = path / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
     environment = {
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@example.invalid",
