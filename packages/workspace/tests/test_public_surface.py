@@ -122,7 +122,7 @@ def test_every_public_name_is_importable() -> None:
         assert hasattr(harness_workspace, name), name
 
 
-PUBLIC_SUBMODULES = {"local"}
+PUBLIC_SUBMODULES = {"conformance", "local"}
 """Public modules that become package attributes once imported (not listed in ``__all__``)."""
 
 
