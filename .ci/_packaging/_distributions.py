@@ -24,7 +24,7 @@ _LAYOUT: Final = (
     (
         "agent-server",
         "services/agent-server",
-        ("agent-server", "harness-kernel", "harness-tools", "harness-workspace"),
+        ("agent-server", "harness-kernel", "harness-sandbox", "harness-tools", "harness-workspace"),
     ),
     ("harness-import-boundary", "tools/import-boundary", ("harness-import-boundary",)),
     (

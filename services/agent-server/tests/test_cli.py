@@ -31,7 +31,7 @@ def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["docker", "", "LOCAL", True, ("local",)])
 def test_config_refuses_an_unknown_workspace_adapter(value: object) -> None:
-    with pytest.raises(ValueError, match='workspace_adapter must be "local" or None'):
+    with pytest.raises(ValueError, match='workspace_adapter must be "local" or "sandbox" or None'):
         ServerConfig(workspace_adapter=value)  # pyright: ignore[reportArgumentType]
     assert ServerConfig().workspace_adapter is None
     assert ServerConfig(workspace_adapter="local").workspace_adapter == "local"
@@ -44,8 +44,8 @@ def test_config_refuses_an_unknown_workspace_adapter(value: object) -> None:
             {"HARNESS_DATABASE_URL": "postgres://x"},
             "HARNESS_DATABASE_URL is not supported by this build; use --db",
         ),
-        ({"HARNESS_SANDBOX_IMAGE": "x"}, "sandbox execution is not available in this build"),
-        ({"HARNESS_DOCKER_HOST": "x"}, "sandbox execution is not available in this build"),
+        ({"HARNESS_SANDBOX_IMAGE": "x"}, "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read"),
+        ({"HARNESS_DOCKER_HOST": "x"}, "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read"),
         ({"HARNESS_MODEL_ID": "gpt"}, "provider models are not available in this build"),
         ({"HARNESS_MODEL_BASE_URL": "http://x"}, "provider models are not available in this build"),
         ({"HARNESS_AGENT_TOKEN": "   "}, "HARNESS_AGENT_TOKEN must be non-empty when set"),

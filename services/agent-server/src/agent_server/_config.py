@@ -19,6 +19,7 @@ from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_
 from harness_kernel.models import FakeModel, Model, ModelAdapter
 from harness_kernel.runtime import MinimalAgentRuntime
 from harness_kernel.store import SessionStore
+from harness_sandbox import SandboxEngine, SandboxLimits
 from harness_tools import Tool
 
 __all__ = [
@@ -43,9 +44,9 @@ MAX_OUTBOUND_STALL_MS: Final = 600_000
 MIN_CLOSE_GRACE_MS: Final = 10
 MAX_CLOSE_GRACE_MS: Final = 60_000
 
-WorkspaceAdapterName = Literal["local"]
+WorkspaceAdapterName = Literal["local", "sandbox"]
 """The operational workspace adapters a server can be opted into."""
-WORKSPACE_ADAPTERS: Final[tuple[WorkspaceAdapterName, ...]] = ("local",)
+WORKSPACE_ADAPTERS: Final[tuple[WorkspaceAdapterName, ...]] = ("local", "sandbox")
 
 ModelFactory = Callable[[], Model | ModelAdapter]
 """Builds one fresh model per prompt: a one-shot ``Model`` or a streaming ``ModelAdapter``."""
@@ -133,6 +134,9 @@ class ServerConfig:
     session gets its own ``harness_workspace.local.LocalWorkspace`` over its workspace,
     workspace-read tools rooted there are admitted, and the adapter is disposed when the
     session finishes. With ``None`` (the default) every workspace tool is refused (§5.2).
+    ``workspace_adapter="sandbox"`` gives each session a ``harness_sandbox.SandboxWorkspace``
+    instead: a disposable copy of its workspace, with commands run in ``sandbox_engine``
+    (required then; there is no fallback) under ``sandbox_limits``.
 
     ``outbound_stall_ms`` is how long a full outbound queue may see its peer accept no byte
     before the socket is closed with 1013 (10 ms to 10 min); ``close_grace_ms`` is how long a
@@ -168,6 +172,8 @@ class ServerConfig:
     close_grace_ms: int = 1_000
     readiness_path: str | None = None
     workspace_adapter: WorkspaceAdapterName | None = None
+    sandbox_engine: SandboxEngine | None = None
+    sandbox_limits: SandboxLimits | None = None
     models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
     default_model: str | None = None
     tools: ToolProvider = _no_tools
@@ -191,6 +197,10 @@ class ServerConfig:
         ):
             choices = " or ".join(f'"{name}"' for name in WORKSPACE_ADAPTERS)
             raise ValueError(f"workspace_adapter must be {choices} or None, got {self.workspace_adapter!r}")
+        if (str(self.workspace_adapter) == "sandbox") != (self.sandbox_engine is not None):
+            raise ValueError('sandbox_engine is required with workspace_adapter="sandbox", and only then')
+        if self.sandbox_limits is not None and type(self.sandbox_limits) is not SandboxLimits:
+            raise ValueError("sandbox_limits must be a harness_sandbox.SandboxLimits or None")
         for name in ("persistence", "allow_plaintext_remote"):
             if type(getattr(self, name)) is not bool:
                 raise ValueError(f"{name} must be a bool")

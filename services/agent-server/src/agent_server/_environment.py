@@ -37,7 +37,10 @@ def refuse_unsupported(environ: Mapping[str, str]) -> None:
     if "HARNESS_DATABASE_URL" in environ:
         raise ValueError("HARNESS_DATABASE_URL is not supported by this build; use --db")
     if any(name.startswith(_SANDBOX_PREFIXES) for name in environ):
-        raise ValueError("sandbox execution is not available in this build")
+        raise ValueError(
+            "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read;"
+            " use --workspace-adapter sandbox with the --sandbox-* flags"
+        )
     if any(name in environ for name in _PROVIDER_VARIABLES):
         raise ValueError("provider models are not available in this build")
 

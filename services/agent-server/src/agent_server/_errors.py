@@ -21,6 +21,7 @@ __all__ = [
     "PermissionResolvedError",
     "ProtocolVersionError",
     "RunTimeLimitError",
+    "SandboxUnavailableError",
     "ServerSessionLimitError",
     "SessionAlreadyRunError",
     "SessionLimitError",
@@ -164,6 +165,21 @@ class RunTimeLimitError(_AcpFailure):
     """``-32016``: the run was stopped at ``max_run_ms`` (issue #15)."""
 
     CODE, DATA_CODE, DEFAULT_MESSAGE = -32016, "ACP_RUN_TIME_LIMIT", "the run was stopped at its time limit"
+
+
+class SandboxUnavailableError(_AcpFailure):
+    """``-32017``: the session's sandbox could not be made (issue #17); nothing was created.
+
+    The message starts with the ``SANDBOX_*`` code (``SANDBOX_ENGINE_UNAVAILABLE``,
+    ``SANDBOX_IMAGE_NOT_PINNED``, ``SANDBOX_START_FAILED``, ``SANDBOX_COPY_FAILED``,
+    ``SANDBOX_DISK_LIMIT``) and says what is missing.
+    """
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = (
+        -32017,
+        "ACP_SANDBOX_UNAVAILABLE",
+        "the session's sandbox is unavailable",
+    )
 
 
 class PermissionNotFoundError(_AcpFailure):

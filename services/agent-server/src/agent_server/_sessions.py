@@ -19,6 +19,7 @@ from agent_server._errors import (
     PermissionNotFoundError,
     PermissionResolvedError,
     RunTimeLimitError,
+    SandboxUnavailableError,
     ServerSessionLimitError,
     SessionAlreadyRunError,
     SessionLimitError,
@@ -52,6 +53,7 @@ from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
 from harness_kernel.store import SessionStore
+from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
 from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
 from harness_workspace.local import (
@@ -155,7 +157,7 @@ class Session:
     task_id: str | None
     manifest: TaskManifest | None
     tools: ToolRegistry
-    adapter: LocalWorkspace | None = None
+    adapter: LocalWorkspace | SandboxWorkspace | None = None
     state: SessionState = "created"
     abort: AbortController = field(default_factory=AbortController)
     pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
@@ -237,15 +239,29 @@ class SessionManager:
             raise InvalidParamsError(_WORKSPACE_MISSING)
         return real
 
-    async def _open_adapter(self, workspace: str) -> LocalWorkspace | None:
-        """The session's own adapter when ``workspace_adapter="local"``, else ``None``.
+    async def _open_adapter(self, workspace: str) -> LocalWorkspace | SandboxWorkspace | None:
+        """The session's own adapter (``workspace_adapter`` ``"local"`` or ``"sandbox"``), else ``None``.
 
         Raises:
-            AcpError: ``-32602`` when the workspace vanished since it was resolved.
-            LocalWorkspaceError: any other failure to open it (answered ``-32603``).
+            AcpError: ``-32602`` when the workspace vanished since it was resolved;
+                ``-32017`` when the sandbox cannot be made (its engine is unavailable, the
+                image is not pinned, the copy is over the disk limit …; the message says why).
+            LocalWorkspaceError: any other failure to open a local adapter (answered ``-32603``).
         """
-        if self._config.workspace_adapter is None:
+        config = self._config
+        if config.workspace_adapter is None:
             return None
+        if config.workspace_adapter == "sandbox":
+            assert config.sandbox_engine is not None
+            try:
+                return await SandboxWorkspace.create(
+                    workspace, engine=config.sandbox_engine, limits=config.sandbox_limits
+                )
+            except SandboxError as error:
+                if error.code == SANDBOX_SOURCE_INVALID:
+                    raise InvalidParamsError(_WORKSPACE_MISSING) from None
+                _log.warning("session sandbox refused: %s (%s)", error.message, error.code)
+                raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
         try:
             # The constructor opens the directory: blocking, so in a worker thread.
             return await trio.to_thread.run_sync(LocalWorkspace, workspace)

@@ -1,0 +1,104 @@
+"""``workspace_adapter="sandbox"``: one disposable SandboxWorkspace per session (issue #17).
+
+The engine here is harness-sandbox's host test engine (it isolates nothing; the engines'
+isolation is tested in harness-sandbox): these tests pin the server's wiring — a copy per
+session, tools reading the copy, the source never written, disposal, and a typed refusal
+when the sandbox cannot be made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from sandbox_helpers import HostTestEngine
+
+from agent_server import ServerConfig, ToolProviderContext
+from agent_server.client import AcpClient, AcpClientError, JsonObject
+from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
+from harness_sandbox import SANDBOX_ENGINE_UNAVAILABLE, SandboxError, SandboxLimits
+from harness_tools import Tool, create_read_file_tool
+
+if TYPE_CHECKING:
+    from conftest import ServerFactory
+
+
+def read_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
+    return [create_read_file_tool(context.workspace)]
+
+
+def reading(*paths: str) -> Callable[[], FakeModel]:
+    turns = [
+        ScriptedTurn(tool_calls=[ToolCall(f"call-{index}", "read_file", {"path": path})])
+        for index, path in enumerate(paths)
+    ]
+    return lambda: FakeModel([*turns, ScriptedTurn(content="done")])
+
+
+def tool_results(notes: list[JsonObject]) -> list[JsonObject]:
+    return [
+        note["params"]["event"]["data"] for note in notes if note["params"]["event"]["type"] == "tool.result"
+    ]
+
+
+async def new_session(client: AcpClient) -> str:
+    return (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+
+
+async def test_each_session_works_on_its_own_copy_which_is_gone_after_the_session(
+    running: ServerFactory,
+) -> None:
+    (running.workspace / "notes.txt").write_text("from the source\n")
+    (running.workspace / ".env").write_text("TOKEN=never\n")
+    engine = HostTestEngine()
+    options: dict[str, Any] = {
+        "models": {"fake-model/v1": reading("notes.txt", ".env")},
+        "tools": read_tools,
+        "sandbox_engine": engine,
+        "sandbox_limits": SandboxLimits(kill_grace_ms=100),
+    }
+    async with running(workspace_adapter="sandbox", **options) as handle, handle.connect() as client:
+        await client.initialize()
+        result, notes = await client.prompt(await new_session(client), "read")
+        assert result["status"] == "completed"
+        read, denied = tool_results(notes)
+        assert read["output"]["content"] == "from the source\n"
+        assert (denied["ok"], denied["error"]["code"]) == (False, "WORKSPACE_NOT_FOUND")
+    environment = engine.environments[0]
+    assert environment.spec.copy_path != str(running.workspace)
+    assert environment.stopped == 1
+    assert not await trio.Path(environment.spec.copy_path).exists()
+    assert (running.workspace / "notes.txt").read_text() == "from the source\n"
+
+
+async def test_an_engine_that_cannot_start_refuses_the_session_with_its_reason(
+    running: ServerFactory,
+) -> None:
+    engine = HostTestEngine(SandboxError(SANDBOX_ENGINE_UNAVAILABLE, "docker daemon not reachable", "create"))
+    options: dict[str, Any] = {"sandbox_engine": engine}
+    async with running(workspace_adapter="sandbox", **options) as handle, handle.connect() as client:
+        await client.initialize()
+        with pytest.raises(AcpClientError) as refused:
+            await new_session(client)
+        assert (refused.value.code, refused.value.data_code) == (-32017, "ACP_SANDBOX_UNAVAILABLE")
+        assert refused.value.message == "SANDBOX_ENGINE_UNAVAILABLE: docker daemon not reachable"
+        # The refused session holds nothing: the next one may be made.
+        engine.fail_with = None
+        assert await new_session(client)
+
+
+def test_the_sandbox_adapter_needs_an_engine_and_an_engine_needs_the_sandbox_adapter(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sandbox_engine is required"):
+        ServerConfig(workspace_root=str(tmp_path), workspace_adapter="sandbox")
+    with pytest.raises(ValueError, match="sandbox_engine is required"):
+        ServerConfig(workspace_root=str(tmp_path), sandbox_engine=HostTestEngine())
+    with pytest.raises(ValueError, match="sandbox_limits"):
+        ServerConfig(
+            workspace_root=str(tmp_path),
+            workspace_adapter="sandbox",
+            sandbox_engine=HostTestEngine(),
+            sandbox_limits={"pids": 1},  # pyright: ignore[reportArgumentType]
+        )
