@@ -210,8 +210,11 @@ LOCAL_EXPECTED_NAMES = {
     "WORKSPACE_TOO_LARGE",
     "LocalWorkspace",
     "LocalWorkspaceError",
+    "OutputSink",
     "ProcessLimits",
     "ResolverChoice",
+    "SupervisedExit",
+    "supervise_process",
 }
 
 
@@ -225,8 +228,11 @@ def test_local_module_lists_exactly_its_public_names() -> None:
     for name in LOCAL_EXPECTED_NAMES - {
         "LocalWorkspace",
         "LocalWorkspaceError",
+        "OutputSink",
         "ProcessLimits",
         "ResolverChoice",
+        "SupervisedExit",
+        "supervise_process",
     }:
         if name.startswith("WORKSPACE_"):
             assert getattr(local, name) == name

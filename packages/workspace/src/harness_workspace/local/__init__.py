@@ -49,7 +49,7 @@ from harness_workspace.local._errors import (
     WORKSPACE_TOO_LARGE,
     LocalWorkspaceError,
 )
-from harness_workspace.local._process import ProcessLimits
+from harness_workspace.local._process import OutputSink, ProcessLimits, SupervisedExit, supervise_process
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -80,6 +80,9 @@ __all__ = [
     "WORKSPACE_TOO_LARGE",
     "LocalWorkspace",
     "LocalWorkspaceError",
+    "OutputSink",
     "ProcessLimits",
     "ResolverChoice",
+    "SupervisedExit",
+    "supervise_process",
 ]

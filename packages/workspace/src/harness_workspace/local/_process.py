@@ -55,8 +55,8 @@ import dataclasses
 import os
 import signal as signals
 import subprocess
-from collections.abc import Mapping, Sequence
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Final, Protocol
 
 import msgspec
 import trio
@@ -72,7 +72,14 @@ from harness_workspace.local._errors import (
     LocalWorkspaceError,
 )
 
-__all__ = ["ProcessLimits", "run_command", "scrubbed_environment"]
+__all__ = [
+    "OutputSink",
+    "ProcessLimits",
+    "SupervisedExit",
+    "run_command",
+    "scrubbed_environment",
+    "supervise_process",
+]
 
 SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 """The ``PATH`` of a scrubbed environment: system directories only, nothing relative."""
@@ -280,7 +287,67 @@ async def run_process(
     process = await _spawn(cwd_fd, argv, environment, operation)
     stdout = CapturedOutput(limits.max_output_bytes)
     stderr = CapturedOutput(limits.max_output_bytes)
-    grace = limits.kill_grace_ms / 1000
+    ended = await supervise_process(
+        process,
+        budget_ms=budget_ms,
+        signal=signal,
+        kill_grace_ms=limits.kill_grace_ms,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    return FinishedProcess(
+        exit_code=None if ended.stopped else ended.status,
+        stdout=stdout,
+        stderr=stderr,
+        timed_out=ended.stopped and not ended.aborted,
+        aborted=ended.aborted,
+    )
+
+
+class OutputSink(Protocol):
+    """Where :func:`supervise_process` drains one output pipe."""
+
+    @property
+    def closed(self) -> trio.Event:
+        """Set once the pipe reached end of file."""
+        ...
+
+    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
+        """Read ``stream`` to end of file, keeping what it keeps; then set :attr:`closed`."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SupervisedExit:
+    """How a supervised process ended: its reaped status, and whether the supervisor stopped it."""
+
+    status: int
+    stopped: bool
+    """The budget ran out or the signal was aborted, and the group was stopped."""
+    aborted: bool
+    """The signal was aborted (``stopped`` is then true too)."""
+
+
+async def supervise_process(
+    process: trio.Process,
+    *,
+    budget_ms: int,
+    signal: AbortSignal | None,
+    kill_grace_ms: int,
+    stdout: OutputSink,
+    stderr: OutputSink,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+) -> SupervisedExit:
+    """Supervise a started process that leads its own session, to the end; close its pipes.
+
+    Both pipes are drained concurrently. The budget or an aborted ``signal`` stops the
+    group: ``SIGTERM`` and ``SIGCONT``, up to ``kill_grace_ms`` for the direct child, then
+    ``SIGKILL``. Whatever the direct child left in its group is killed with ``SIGKILL`` when
+    it exits. ``on_stop`` (shielded) runs after a stop, for what lives beyond the group (a
+    container's processes behind ``docker exec``). Cancellation of the caller stops the group
+    the same way, shielded, and then propagates.
+    """
+    grace = kill_grace_ms / 1000
     reaped = False
     pidfd: int | None = None
     try:
@@ -305,17 +372,14 @@ async def run_process(
             _signal_group(process.pid, signals.SIGKILL)
             status = await process.wait()
             reaped = True
+            if stopped and on_stop is not None:
+                with trio.CancelScope(shield=True):
+                    await on_stop()
             with trio.move_on_after(_DRAIN_SECONDS):
                 await stdout.closed.wait()
                 await stderr.closed.wait()
             nursery.cancel_scope.cancel()
-        return FinishedProcess(
-            exit_code=None if stopped else status,
-            stdout=stdout,
-            stderr=stderr,
-            timed_out=stopped and not was_aborted,
-            aborted=was_aborted,
-        )
+        return SupervisedExit(status=status, stopped=stopped, aborted=was_aborted)
     finally:
         with trio.CancelScope(shield=True):
             if not reaped:
@@ -323,6 +387,8 @@ async def run_process(
                     await _request_stop(process.pid, pidfd, grace)
                 _signal_group(process.pid, signals.SIGKILL)
                 await process.wait()
+                if on_stop is not None:
+                    await on_stop()
             if pidfd is not None:
                 trio.lowlevel.notify_closing(pidfd)
                 os.close(pidfd)
