@@ -9,6 +9,8 @@ engine cannot run, creation fails with ``SANDBOX_ENGINE_UNAVAILABLE`` saying wha
 
 from __future__ import annotations
 
+from harness_sandbox._docker import DockerEngine
+from harness_sandbox._docker_cli import sweep_leftovers
 from harness_sandbox._engine import (
     LABEL,
     WORKSPACE_MOUNT,
@@ -44,9 +46,11 @@ __all__ = [
     "WORKSPACE_MOUNT",
     "CommandOutcome",
     "CommandSpec",
+    "DockerEngine",
     "EnvironmentSpec",
     "SandboxEngine",
     "SandboxEnvironment",
     "SandboxError",
     "SandboxLimits",
+    "sweep_leftovers",
 ]
