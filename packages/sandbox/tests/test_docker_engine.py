@@ -613,13 +613,25 @@ async def test_an_image_without_a_shell_is_refused_and_nothing_is_left(
 async def test_a_copy_path_that_would_change_the_mount_is_refused(
     docker_engine: DockerEngine, make_spec: MakeSpec, tmp_path: Path
 ) -> None:
-    sneaky = tmp_path / "a,dst=/etc"
+    # Both exist: without the check, `--mount` would read "src=<x>,dst=/etc,dst=/workspace".
+    (tmp_path / "x").mkdir()
+    sneaky = tmp_path / "x,dst=/etc"
     sneaky.mkdir(parents=True)
     for path in (sneaky, Path("relative"), tmp_path / "missing"):
         spec = make_spec()
         with pytest.raises(SandboxError) as caught:
             await docker_engine.start(dataclasses.replace(spec, copy_path=str(path)))
         assert caught.value.code == SANDBOX_START_FAILED
+        assert await labelled_containers(f"name={spec.name}") == []
+
+
+async def test_commands_never_run_as_root(docker_engine: DockerEngine, make_spec: MakeSpec) -> None:
+    for ids in ({"uid": 0}, {"gid": 0}, {"uid": -1}):
+        spec = dataclasses.replace(make_spec(), **ids)
+        with pytest.raises(SandboxError) as caught:
+            await docker_engine.start(spec)
+        assert caught.value.code == SANDBOX_START_FAILED
+        assert await labelled_containers(f"name={spec.name}") == []
 
 
 async def test_a_name_in_use_fails_to_start_and_spares_the_other_container(

@@ -150,7 +150,9 @@ class DockerEnvironment:
             SandboxError: ``SANDBOX_START_FAILED`` (the container is removed again).
         """
         created = await cli.call("create", *_create_options(spec), image_id, *_PID1)
-        container_id = created.stdout.strip()
+        # The id is the last line: a warning (no swap accounting) may come before it.
+        lines = created.stdout.split()
+        container_id = lines[-1] if lines else ""
         if not created.ok or not container_id:
             raise SandboxError(
                 SANDBOX_START_FAILED, f"docker create {spec.name} failed: {created.reason}", "create"
@@ -372,8 +374,11 @@ def _check_spec(spec: EnvironmentSpec) -> None:
     if not os.path.isdir(path):
         raise SandboxError(SANDBOX_START_FAILED, f"copy_path {path!r} is not a directory", "create")
     for value in (spec.uid, spec.gid):
-        if type(value) is not int or value < 0:
-            raise SandboxError(SANDBOX_START_FAILED, f"uid/gid must be ints >= 0, got {value!r}", "create")
+        # Root inside, even without capabilities, owns whatever root owns in the image.
+        if type(value) is not int or value < 1:
+            raise SandboxError(
+                SANDBOX_START_FAILED, f"commands run as a uid and gid >= 1, not {value!r}", "create"
+            )
 
 
 def _init_id(avoid: int) -> int:
