@@ -586,7 +586,7 @@ def import_sleep_only_image(root: Path) -> str:
     shutil.copy(BUSYBOX, root / "bin" / "sleep")
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     imported = subprocess.run(
-        ["docker", "import", "-", "harness-sandbox-test-no-shell:1"],
+        ["docker", "import", "-"],
         stdin=tar.stdout,
         capture_output=True,
         text=True,
@@ -602,12 +602,15 @@ async def test_an_image_without_a_shell_is_refused_and_nothing_is_left(
     docker_available: None, make_spec: MakeSpec, tmp_path: Path
 ) -> None:
     image = import_sleep_only_image(tmp_path / "rootfs")
-    spec = make_spec()
-    with pytest.raises(SandboxError) as caught:
-        await DockerEngine(image).start(spec)
-    assert caught.value.code == SANDBOX_START_FAILED
-    assert "/bin/sh" in caught.value.message
-    assert await labelled_containers(f"name={spec.name}") == []
+    try:
+        spec = make_spec()
+        with pytest.raises(SandboxError) as caught:
+            await DockerEngine(image).start(spec)
+        assert caught.value.code == SANDBOX_START_FAILED
+        assert "/bin/sh" in caught.value.message
+        assert await labelled_containers(f"name={spec.name}") == []
+    finally:
+        await docker("image", "rm", "--force", image)
 
 
 async def test_a_copy_path_that_would_change_the_mount_is_refused(
