@@ -100,11 +100,11 @@ def recipe_hash(kind: str) -> str:
 
 
 def cached_image(recipe: str, *, docker: str = "docker") -> str | None:
-    """Return ``sha256:<id>`` of an image built from ``recipe``, or ``None``."""
+    """Return ``sha256:<id>`` of the newest image built from ``recipe``, or ``None``."""
     found = _docker_output(
         docker, "images", "--no-trunc", "--quiet", "--filter", f"label={RECIPE_LABEL}={recipe}"
     )
-    ids = sorted(set(found.split()))
+    ids = found.split()  # Newest first.
     return ids[0] if ids else None
 
 
