@@ -303,6 +303,63 @@ async def test_an_abort_stops_the_command_and_leaves_nothing(busybox_environment
     assert await command_processes(busybox_environment) == []
 
 
+def slow_daemon_client(directory: Path) -> str:
+    """A ``docker`` in front of a daemon that is slow to start the command ``sleep 100``.
+
+    As with the real daemon, a request outlives its client: the real client runs in a session
+    of its own (its output through files, so killing this script closes the pipes at once),
+    and the exec of ``sleep 100`` reaches the daemon only 0.3 s later, as it may on a loaded
+    machine. Killing this script, or its process group, stops neither.
+    """
+    script = directory / "docker"
+    real = shutil.which("docker")
+    script.write_text(
+        "#!/bin/sh\n"
+        "out=$(mktemp) err=$(mktemp)\n"
+        'case "$*" in *" sleep 100") delay=0.3 ;; *) delay=0 ;; esac\n'
+        f'setsid -w sh -c \'sleep "$0"; exec {real} "$@"\' "$delay" "$@" >"$out" 2>"$err" &\n'
+        "wait $!\n"
+        "status=$?\n"
+        'cat "$out"; cat "$err" >&2; rm -f "$out" "$err"\n'
+        'exit "$status"\n'
+    )
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.slow
+async def test_a_command_stopped_while_docker_is_still_starting_it_leaves_nothing(
+    busybox_image: str, make_spec: MakeSpec, tmp_path: Path, started: list[DockerEnvironment]
+) -> None:
+    environment = await DockerEngine(busybox_image, docker=slow_daemon_client(tmp_path)).start(make_spec())
+    started.append(environment)
+    # The budget ends before the daemon has started the command.
+    for budget_ms in (50, 150):
+        outcome = await run(environment, "sleep", "100", budget_ms=budget_ms)
+        assert outcome.timed_out, budget_ms
+        await trio.sleep(0.5)  # Long enough for the start request to land.
+        assert await command_processes(environment) == [], budget_ms
+
+
+@pytest.mark.slow
+async def test_concurrent_commands_of_one_environment_do_not_kill_each_other(
+    busybox_environment: DockerEnvironment,
+) -> None:
+    outcomes: list[CommandOutcome] = []
+
+    async def command(*argv: str) -> None:
+        outcomes.append(await run(busybox_environment, *argv))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(command, "sh", "-c", "sleep 1; echo slow")
+        nursery.start_soon(command, "sh", "-c", "sleep 100 >/dev/null 2>&1 & echo quick")
+    assert sorted((outcome.exit_code, outcome.stdout) for outcome in outcomes) == [
+        (0, "quick\n"),
+        (0, "slow\n"),
+    ]
+    assert await command_processes(busybox_environment) == []
+
+
 async def test_an_already_aborted_signal_starts_nothing(busybox_environment: DockerEnvironment) -> None:
     copy = Path(busybox_environment.spec.copy_path)
     outcome = await run(busybox_environment, "touch", "ran", signal=AbortSignal.aborted_with("early"))
@@ -774,7 +831,12 @@ async def test_a_container_of_a_killed_owner_is_swept_by_the_next_engine(
         stdout=subprocess.PIPE,
     )
     assert child.stdout is not None
-    assert await child.stdout.receive_some(100) == b"started\n"
+    said = b""
+    while not said.endswith(b"\n"):
+        chunk = await child.stdout.receive_some(100)
+        assert chunk, said
+        said += chunk
+    assert said == b"started\n"
     owner = f"{this_host()}:{child.pid}"
     # Kill the owner while its command runs inside.
     while "sleep 100" not in await docker("top", spec.name):  # noqa: ASYNC110

@@ -10,17 +10,19 @@ cannot take its own environment down.
 
 Every command runs as ``docker exec --user uid:gid`` with argv passed through unchanged.
 Killing the ``docker exec`` client does not kill what it started inside (Docker has no
-"kill exec"), so after *every* command — a normal exit, a timeout, an abort or a cancelled
-caller — the engine asks the daemon for the container's processes (``docker top``, one
-cheap call) and, when anything besides PID 1 and its sleeper is still there, runs
-``kill -KILL -1`` as the commands' user inside: ``kill(-1)`` reaches every process that user
-may signal except the caller itself and PID 1, that is every process a command could have
-started, however it detached. Commands of one environment are serialised because of that.
-A timeout or abort first sends ``SIGTERM`` (and ``SIGCONT``) the same way and waits the
-workspace's ``kill_grace_ms``. If processes survive three rounds (the pids limit can leave
-no room for the kill helper), the container is restarted (``docker restart --time 0``:
-PID 1 dies and the kernel kills the whole PID namespace; ``/tmp`` is emptied, the copy is
-kept), and if that fails the environment is reported gone.
+"kill exec"), and a start request the client already sent is carried out even if the client
+is gone. So a timeout, an abort or a cancelled caller stops the command *from inside*:
+``kill -TERM -1`` and ``kill -CONT -1`` as the commands' user, the workspace's
+``kill_grace_ms``, then ``kill -KILL -1`` rounds until the client returns, which it does
+only once its process has ended. ``kill(-1)`` reaches every process that user may signal
+except the caller itself and PID 1, that is every process a command could have started,
+however it detached. Then, after *every* command, the engine asks the daemon for the
+container's processes (``docker top``, one cheap call) and kills whatever besides PID 1 and
+its sleeper is still there (a background process). Commands of one environment are
+serialised because ``kill(-1)`` would reach the others. If processes survive three rounds
+(the pids limit can leave no room for the kill helper), the container is restarted
+(``docker restart --time 0``: PID 1 dies and the kernel kills the whole PID namespace;
+``/tmp`` is emptied, the copy is kept), and if that fails the environment is reported gone.
 
 What the image must have: ``/bin/sh`` (its ``kill`` builtin is the helper) and ``sleep``
 that accepts ``infinity`` (coreutils and busybox both do); start checks both.
@@ -30,7 +32,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Final
 
 import trio
@@ -62,6 +65,7 @@ _INIT_ID: Final = 65534
 _KILL_ROUNDS: Final = 3
 _POLL_SECONDS: Final = 0.05
 _READY_SECONDS: Final = 10.0
+_BACKSTOP_MS: Final = 30_000
 # Exec failures as the daemon and runc report them. Status 126 with this prefix: the
 # program could not be started at all; status 1 with runc's own line: execve failed.
 _EXEC_FAILED: Final = "OCI runtime exec failed: "
@@ -207,6 +211,13 @@ class DockerEnvironment:
     async def run(self, command: CommandSpec) -> CommandOutcome:
         """Run ``command`` by ``docker exec``; every process it started is gone on return.
 
+        A timeout, an abort or a cancelled caller stops the command *from inside* (``SIGTERM``,
+        the grace, then ``SIGKILL`` rounds) while the ``docker exec`` client keeps running, so
+        the client returns only once its process has ended. Killing the client instead would
+        end nothing inside, and an exec start already on its way to the daemon could begin
+        after the check for leftovers. A cancelled caller therefore waits for that stop
+        (bounded by the grace) before ``Cancelled`` propagates.
+
         Raises:
             LocalWorkspaceError: ``WORKSPACE_COMMAND_NOT_FOUND``,
                 ``WORKSPACE_COMMAND_FAILED_TO_START``.
@@ -215,30 +226,78 @@ class DockerEnvironment:
         argv = self._exec_argv(command)
         if command.signal is not None and command.signal.aborted:
             return CommandOutcome(exit_code=None, stdout="", stderr="", timed_out=False, aborted=True)
-        limits = self._spec.limits
         async with self._run_lock:
             self._refuse_if_unusable()
-            try:
-                host_run = await run_host_process(
-                    argv,
-                    budget_ms=command.budget_ms,
-                    signal=command.signal,
-                    environment=os.environ,
-                    max_output_bytes=limits.max_output_bytes,
-                    kill_grace_ms=limits.kill_grace_ms,
-                    on_stop=self._terminate,
-                )
-            except OSError as error:
-                raise LocalWorkspaceError(
-                    WORKSPACE_COMMAND_FAILED_TO_START, f"cannot run {self._cli.path}: {error}", "execute"
-                ) from error
-            except BaseException:
+            stop = _Stop()
+            failure: Exception | None = None
+            outcome: CommandOutcome | None = None
+            async with trio.open_nursery() as guard:
+                guard.start_soon(_note_cancellation, stop)
                 with trio.CancelScope(shield=True):
-                    await self._clear_or_mark_broken()
-                raise
+                    try:
+                        outcome = await self._run_stoppable(argv, command, stop)
+                    except Exception as error:  # Raised below, not wrapped in the nursery's group.
+                        failure = error
+                guard.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
+            assert outcome is not None
+            return outcome
+
+    async def _run_stoppable(self, argv: list[str], command: CommandSpec, stop: _Stop) -> CommandOutcome:
+        limits = self._spec.limits
+        # The client's own budget is only a backstop for a daemon that stops answering.
+        backstop_ms = command.budget_ms + limits.kill_grace_ms + _BACKSTOP_MS
+        started: OSError | None = None
+        host_run: HostRun | None = None
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._stop_when_asked, command, stop)
+                try:
+                    host_run = await run_host_process(
+                        argv,
+                        budget_ms=backstop_ms,
+                        signal=None,
+                        environment=os.environ,
+                        max_output_bytes=limits.max_output_bytes,
+                        kill_grace_ms=limits.kill_grace_ms,
+                        on_stop=self._terminate,
+                    )
+                except OSError as error:
+                    started = error
+                nursery.cancel_scope.cancel()
+        except BaseException:
+            await self._clear_or_mark_broken()
+            raise
+        if started is not None:
+            raise LocalWorkspaceError(
+                WORKSPACE_COMMAND_FAILED_TO_START, f"cannot run {self._cli.path}: {started}", "execute"
+            ) from started
+        await self._clear()
+        assert host_run is not None
+        if stop.reason is None and host_run.status is None:
+            stop.reason = "timed_out"  # The backstop fired: the daemon did not end the command.
+        return _outcome(command.argv, host_run, stop.reason)
+
+    async def _stop_when_asked(self, command: CommandSpec, stop: _Stop) -> None:
+        """At the budget's end, an abort or the caller's cancellation, stop the command inside."""
+        with trio.move_on_after(command.budget_ms / 1000):
+            async with trio.open_nursery() as waiters:
+                waiters.start_soon(_wait_and_cancel, stop.cancelled.wait, waiters.cancel_scope)
+                if command.signal is not None:
+                    waiters.start_soon(_wait_and_cancel, command.signal.wait, waiters.cancel_scope)
+        if stop.reason is None:
+            aborted = command.signal is not None and command.signal.aborted
+            stop.reason = "aborted" if aborted else "timed_out"
+        # Each helper runs to its end: one cancelled half-way could start late and hit the
+        # next command. This task is cancelled when the client has returned.
+        with trio.CancelScope(shield=True):
+            await self._signal_all("TERM", "CONT")
+        await trio.sleep(self._spec.limits.kill_grace_ms / 1000)
+        while True:
             with trio.CancelScope(shield=True):
-                await self._clear()
-        return _outcome(command.argv, host_run)
+                await self._signal_all("KILL")
+            await trio.sleep(_POLL_SECONDS)
 
     def _exec_argv(self, command: CommandSpec) -> list[str]:
         argv = command.argv
@@ -366,6 +425,29 @@ class DockerEnvironment:
             self._removed = True
 
 
+@dataclass(slots=True)
+class _Stop:
+    """Why a command is being stopped (``None`` while it is not), and the caller's cancellation."""
+
+    reason: str | None = None
+    cancelled: trio.Event = field(default_factory=trio.Event)
+
+
+async def _note_cancellation(stop: _Stop) -> None:
+    """Runs outside the shield: the caller's cancellation reaches it and becomes a stop request."""
+    try:
+        await trio.sleep_forever()
+    finally:
+        if stop.reason is None:
+            stop.reason = "cancelled"
+        stop.cancelled.set()
+
+
+async def _wait_and_cancel(wait: Callable[[], Awaitable[None]], scope: trio.CancelScope) -> None:
+    await wait()
+    scope.cancel()
+
+
 def _check_spec(spec: EnvironmentSpec) -> None:
     path = spec.copy_path
     # --mount is a comma-separated list: a comma or quote in the path would change its meaning.
@@ -445,7 +527,7 @@ async def _local_image_id(cli: DockerCli, image: str) -> str:
     )
 
 
-def _outcome(argv: tuple[str, ...], host_run: HostRun) -> CommandOutcome:
+def _outcome(argv: tuple[str, ...], host_run: HostRun, stopped: str | None) -> CommandOutcome:
     """The command's outcome, or the typed error when ``docker exec`` could not start it.
 
     Raises:
@@ -453,6 +535,14 @@ def _outcome(argv: tuple[str, ...], host_run: HostRun) -> CommandOutcome:
     """
     stdout = host_run.stdout.text("stdout")
     stderr = host_run.stderr.text("stderr")
+    if stopped is not None:
+        return CommandOutcome(
+            exit_code=None,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=stopped == "timed_out",
+            aborted=stopped == "aborted",
+        )
     status = host_run.status
     # The CLI prints an exec failure on stdout (Docker 28) or stderr (older), the other empty.
     truncated = host_run.stdout.truncated or host_run.stderr.truncated
@@ -461,13 +551,7 @@ def _outcome(argv: tuple[str, ...], host_run: HostRun) -> CommandOutcome:
         code = _start_failure(argv[0], status, message)
         if code is not None:
             raise LocalWorkspaceError(code, f"{argv[0]!r} could not be started: {message.strip()}", "execute")
-    return CommandOutcome(
-        exit_code=status,
-        stdout=stdout,
-        stderr=stderr,
-        timed_out=host_run.timed_out,
-        aborted=host_run.aborted,
-    )
+    return CommandOutcome(exit_code=status, stdout=stdout, stderr=stderr, timed_out=False, aborted=False)
 
 
 def _start_failure(program: str, status: int, stderr: str) -> str | None:
