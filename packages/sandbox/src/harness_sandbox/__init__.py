@@ -10,6 +10,8 @@ engine cannot run, creation fails with ``SANDBOX_ENGINE_UNAVAILABLE`` saying wha
 from __future__ import annotations
 
 from harness_sandbox._copy import DEFAULT_DENY, DeniedPolicy
+from harness_sandbox._docker import DockerEngine
+from harness_sandbox._docker_cli import sweep_leftovers
 from harness_sandbox._engine import (
     LABEL,
     WORKSPACE_MOUNT,
@@ -50,10 +52,12 @@ __all__ = [
     "CommandOutcome",
     "CommandSpec",
     "DeniedPolicy",
+    "DockerEngine",
     "EnvironmentSpec",
     "SandboxEngine",
     "SandboxEnvironment",
     "SandboxError",
     "SandboxLimits",
     "SandboxWorkspace",
+    "sweep_leftovers",
 ]
