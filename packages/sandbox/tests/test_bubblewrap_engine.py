@@ -34,6 +34,7 @@ from harness_sandbox import (
     SandboxError,
     SandboxLimits,
 )
+from harness_sandbox._cgroups import cgroup_parents
 from harness_workspace import AbortController, AbortSignal
 from harness_workspace.local import (
     WORKSPACE_COMMAND_FAILED_TO_START,
@@ -50,6 +51,8 @@ ENVIRONMENT = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "LANG": "C.UTF-8
 PYTHON = "/usr/bin/python3"
 HAS_PYTHON = os.path.exists(PYTHON)
 needs_python = pytest.mark.skipif(not HAS_PYTHON, reason="no /usr/bin/python3 to run inside")
+# Where this process may create cgroups (as root on cgroup v1), the engine adds them to the rlimits.
+CGROUPS = cgroup_parents()
 
 
 @dataclass
@@ -105,6 +108,17 @@ def existing(paths: Iterable[str]) -> list[str]:
     return [path for path in paths if os.path.lexists(path)]
 
 
+def our_cgroups() -> list[str]:
+    """The command cgroups this process has made and not removed."""
+    prefix = f"harness-sbx-{os.getpid()}-"
+    return [
+        os.path.join(parent, name)
+        for parent in CGROUPS.values()
+        for name in os.listdir(parent)
+        if name.startswith(prefix)
+    ]
+
+
 @pytest.fixture
 def copy_directory() -> Iterator[Path]:
     # Not pytest's tmp_path: its parents are private to root, and bwrap runs as the sandbox's uid.
@@ -148,6 +162,7 @@ async def sandbox(copy_directory: Path) -> AsyncIterator[Sandbox]:
     await environment.stop()
     if ROOT:
         assert live_processes(uid=SANDBOX_UID) == []
+    assert our_cgroups() == []
 
 
 def write_owned(path: Path, text: str, mode: int = 0o644) -> None:
@@ -335,7 +350,12 @@ trio.run(main)
     harness = await trio.lowlevel.open_process([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
         assert harness.stdout is not None
-        assert await harness.stdout.receive_some(100) == b"started\n"
+        announced = b""
+        while not announced.endswith(b"\n"):
+            chunk = await harness.stdout.receive_some(100)
+            assert chunk, announced
+            announced += chunk
+        assert announced == b"started\n"
         assert await wait_for(lambda: bool(live_processes(marker=marker)), 10)
     finally:
         harness.kill()
@@ -488,6 +508,41 @@ async def test_allocating_past_the_memory_limit_fails_inside(copy_directory: Pat
         )
     )
     assert fits.stdout == f"{32 * 1024 * 1024}\n"
+    await environment.stop()
+
+
+@needs_python
+async def test_processes_together_stay_within_the_memory_limit_where_cgroups_are_available(
+    copy_directory: Path,
+) -> None:
+    limits = SandboxLimits(memory_bytes=192 * 1024 * 1024, kill_grace_ms=200)
+    environment = await start(make_spec(copy_directory, limits))
+    # Three processes of 96 MiB each: every one is within RLIMIT_AS, together they are not.
+    hog = "import time; b = b'x' * (96 * 1024 * 1024); time.sleep(0.6); print('kept')"
+    script = f'for i in 1 2 3; do {PYTHON} -c "{hog}" & done; wait'
+    outcome = await environment.run(
+        CommandSpec(argv=("sh", "-c", script), cwd="", budget_ms=20_000, environment=ENVIRONMENT, signal=None)
+    )
+    assert outcome.exit_code == 0
+    if CGROUPS.get("memory"):
+        assert outcome.stdout.count("kept") < 3  # the memory cgroup's OOM killer took at least one
+    else:
+        assert outcome.stdout.count("kept") == 3  # rlimits alone bound each process, not the sum
+    assert our_cgroups() == []
+    await environment.stop()
+
+
+@pytest.mark.slow
+@needs_python
+@pytest.mark.skipif(not CGROUPS.get("cpu"), reason="no writable cpu cgroup (needs root and cgroup v1)")
+async def test_the_cpu_cgroup_throttles_to_the_cpus_limit(copy_directory: Path) -> None:
+    limits = SandboxLimits(cpus=0.25, kill_grace_ms=200)
+    environment = await start(make_spec(copy_directory, limits))
+    spin = "import time\nend = time.monotonic() + 1\nwhile time.monotonic() < end: pass\nprint(time.process_time())"  # noqa: E501
+    outcome = await environment.run(
+        CommandSpec(argv=(PYTHON, "-c", spin), cwd="", budget_ms=10_000, environment=ENVIRONMENT, signal=None)
+    )
+    assert float(outcome.stdout) < 0.5  # a quarter of a CPU for one second, give or take a period
     await environment.stop()
 
 

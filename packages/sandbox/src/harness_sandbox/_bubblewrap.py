@@ -57,13 +57,14 @@ import select
 import shutil
 import signal as signals
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
 import trio
 
+from harness_sandbox._cgroups import CommandCgroup, cgroup_parents
 from harness_sandbox._engine import WORKSPACE_MOUNT, CommandOutcome, CommandSpec, EnvironmentSpec
 from harness_sandbox._errors import (
     SANDBOX_DISPOSE_FAILED,
@@ -146,6 +147,7 @@ class BubblewrapEngine:
     def __init__(self, *, bwrap: str = "bwrap") -> None:
         self._bwrap = bwrap
         self._verified: set[tuple[int, int]] = set()
+        self._cgroups: dict[str, str] | None = None
 
     @property
     def name(self) -> str:
@@ -165,11 +167,13 @@ class BubblewrapEngine:
         seccomp = build_filter()
         tools = _locate_tools(self._bwrap, spec)
         _check_copy(spec)
+        if self._cgroups is None:
+            self._cgroups = cgroup_parents()
         if (spec.uid, spec.gid) not in self._verified:
-            bare = BubblewrapEnvironment(spec, tools, seccomp, with_workspace=False)
+            bare = BubblewrapEnvironment(spec, tools, seccomp, self._cgroups, with_workspace=False)
             await bare.probe(SANDBOX_ENGINE_UNAVAILABLE, "bubblewrap cannot create its sandbox here")
             self._verified.add((spec.uid, spec.gid))
-        environment = BubblewrapEnvironment(spec, tools, seccomp, with_workspace=True)
+        environment = BubblewrapEnvironment(spec, tools, seccomp, self._cgroups, with_workspace=True)
         await environment.probe(SANDBOX_START_FAILED, f"the sandbox over {spec.copy_path!r} did not start")
         return environment
 
@@ -177,10 +181,19 @@ class BubblewrapEngine:
 class BubblewrapEnvironment:
     """One workspace's sandbox definition; each :meth:`run` builds and removes a sandbox."""
 
-    def __init__(self, spec: EnvironmentSpec, tools: _Tools, seccomp: bytes, *, with_workspace: bool) -> None:
+    def __init__(
+        self,
+        spec: EnvironmentSpec,
+        tools: _Tools,
+        seccomp: bytes,
+        cgroups: Mapping[str, str],
+        *,
+        with_workspace: bool,
+    ) -> None:
         self._spec = spec
         self._tools = tools
         self._seccomp = seccomp
+        self._cgroups = cgroups
         self._with_workspace = with_workspace
         self._layout = _host_layout()
         self._etc = _generated_etc(spec.uid, spec.gid)
@@ -283,9 +296,16 @@ class BubblewrapEnvironment:
                 block=files.pass_on(block_read),
             )
             arguments = files.memfd("args", b"".join(option.encode() + b"\0" for option in options))
+            cgroup = self._command_cgroup()
             status = trio.lowlevel.FdStream(files.release(status_read))
             refusal = trio.CancelScope()
-            gate = _Gate(status, files.release(block_write), uid=self._spec.uid, refusal=refusal)
+            gate = _Gate(
+                status,
+                files.release(block_write),
+                uid=self._spec.uid,
+                refusal=refusal,
+                enter=cgroup.enter if cgroup is not None else None,
+            )
             host_argv = self._host_argv(arguments, argv, budget_ms)
             run: HostRun | None = None
             exited = False
@@ -302,6 +322,8 @@ class BubblewrapEnvironment:
             finally:
                 with trio.CancelScope(shield=True):
                     exited = await gate.close()
+                if cgroup is not None and exited:
+                    cgroup.remove()
         if run is None:
             raise SandboxError(SANDBOX_START_FAILED, f"the sandbox was refused: {gate.failure}", "execute")
         if not exited:
@@ -311,6 +333,16 @@ class BubblewrapEnvironment:
                 "execute",
             )
         return _Launched(run=run, exit_code=gate.exit_code, failure=gate.failure)
+
+    def _command_cgroup(self) -> CommandCgroup | None:
+        if not self._cgroups:
+            return None
+        try:
+            return CommandCgroup(self._cgroups, self._spec.limits)
+        except OSError as error:
+            raise SandboxError(
+                SANDBOX_START_FAILED, f"the command's cgroup could not be made: {error}", "execute"
+            ) from error
 
     def _host_argv(self, arguments: int, argv: Sequence[str], budget_ms: int) -> list[str]:
         tools = self._tools
@@ -368,12 +400,19 @@ class _Gate:
     """
 
     def __init__(
-        self, status: trio.lowlevel.FdStream, block_write: int, *, uid: int, refusal: trio.CancelScope
+        self,
+        status: trio.lowlevel.FdStream,
+        block_write: int,
+        *,
+        uid: int,
+        refusal: trio.CancelScope,
+        enter: Callable[[int], None] | None,
     ) -> None:
         self._status = status
         self._block_write = block_write
         self._uid = uid
         self._refusal = refusal
+        self._enter = enter
         self._pidfds: list[int] = []  # the sandbox's pid 1, then bwrap's launcher
         self.exit_code: int | None = None
         self.failure: str | None = None
@@ -422,9 +461,14 @@ class _Gate:
             self._refuse(f"its launcher ({launcher}) exited before it was admitted")
             return
         try:
+            if self._enter is not None:
+                self._enter(pid)  # into the command's cgroups, before it can fork
             os.write(self._block_write, b"\x01")
         except OSError as error:
-            self._refuse(f"its pid 1 ({pid}) could not be released: {error}")
+            if _has_exited(pidfd):  # its setup failed meanwhile: as above
+                self.failure = f"its pid 1 ({pid}) exited before it was admitted"
+            else:
+                self._refuse(f"its pid 1 ({pid}) could not be placed and released: {error}")
 
     def _refuse(self, failure: str) -> None:
         """Stop the launch: the host process is stopped, and :meth:`close` kills what is held."""
