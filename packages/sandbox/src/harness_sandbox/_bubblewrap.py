@@ -1,6 +1,6 @@
 """The bubblewrap engine: every command in fresh namespaces, as an unprivileged uid, under rlimits.
 
-One ``bwrap`` per command (about 10 ms on a 2-core machine): the environment holds the
+One ``bwrap`` per command (about 12 ms for ``true`` on a 2-core machine): the environment holds the
 spec, not a running sandbox. Each command runs as::
 
     timeout --signal=KILL <backstop> setpriv --reuid U --regid G --clear-groups \\
@@ -31,39 +31,38 @@ spec, not a running sandbox. Each command runs as::
   sandbox's own processes only (since Linux 5.14 the count is per user namespace), not
   other processes of the same host uid; set on ``bwrap`` before it creates the namespace,
   it would count every process of that uid on the host.
-- **Completion.** The JSON status pipe names the sandbox's pid 1 (which then waits on the
-  block pipe until pidfds for it and its launcher are open) and, only if ``prlimit`` was
-  executed, the exit status (``128 + n`` for a signal ``n``). When ``run`` returns, that
-  pid 1 has been killed and has exited, and the kernel removes every other process of a pid
-  namespace before its pid 1 has exited: nothing of the command is left, background
-  processes included. (The exited pid 1 may stay a zombie until the host's init reaps it.)
+- **cgroups** (as root on cgroup v1, :mod:`harness_sandbox._cgroups`): the command's own
+  memory, pids and cpu cgroups, entered by the sandbox's pid 1 before it forks anything.
+- **Completion** (:mod:`harness_sandbox._admission`). The JSON status pipe names the
+  sandbox's pid 1 (which waits on the block pipe until pidfds for it and its launcher are
+  open) and, only if ``prlimit`` was executed, the exit status (``128 + n`` for a signal
+  ``n``). When ``run`` returns, that pid 1 has been killed and has exited, and the kernel
+  removes every other process of a pid namespace before its pid 1 has exited: nothing of
+  the command is left, background processes included. (The exited pid 1 may stay a zombie
+  until the host's init reaps it.)
 
-What this does not bound: ``RLIMIT_AS`` is per process and counts address space, not
-memory in use; System V shared memory, memfds and pipe buffers are not counted at all.
-Only a cgroup bounds a hostile command's memory; see
-``docs/decisions/037-sandbox-bubblewrap-engine.md``.
+Without cgroups, what is not bounded: ``RLIMIT_AS`` is per process and counts address
+space, so the processes of a command together, System V shared memory, memfds and pipe
+buffers are not bounded by ``memory_bytes``, and ``cpus`` bounds CPU seconds per process,
+not a rate. See ``docs/decisions/037-sandbox-bubblewrap-engine.md``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import fcntl
 import math
 import os
 import re
 import resource
-import select
 import shutil
-import signal as signals
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-import msgspec
 import trio
 
+from harness_sandbox._admission import REAP_SECONDS, SandboxAdmission
 from harness_sandbox._cgroups import CommandCgroup, cgroup_parents
 from harness_sandbox._engine import WORKSPACE_MOUNT, CommandOutcome, CommandSpec, EnvironmentSpec
 from harness_sandbox._errors import (
@@ -90,9 +89,6 @@ _MIB: Final = 1024 * 1024
 _HOST_ENVIRONMENT: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 # The crash backstop: `timeout` kills bwrap this long after the budget and the grace.
 _BACKSTOP_SLACK_SECONDS: Final = 5
-# A SIGKILLed pid 1 has exited (and with it every process of its namespace) in
-# milliseconds; longer means the kernel is stuck, which is reported, not waited out.
-_REAP_SECONDS: Final = 5.0
 # After bwrap's launcher has exited, the status pipe reaches end of file at once.
 _STATUS_SECONDS: Final = 1.0
 _PROBE_BUDGET_MS: Final = 10_000
@@ -100,17 +96,6 @@ _SHM_BYTES: Final = 64 * _MIB  # Docker's default --shm-size
 _SYSTEM_LINKS: Final = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _HOST_ETC: Final = ("/etc/ld.so.cache", "/etc/alternatives")  # nothing secret: a cache, symlinks
 _HOSTNAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,62}")
-_ENOENT_TEXT: Final = os.strerror(errno.ENOENT)
-
-
-class _Status(msgspec.Struct, frozen=True):
-    """One document of ``bwrap --json-status-fd`` (other keys are ignored)."""
-
-    child_pid: int | None = msgspec.field(name="child-pid", default=None)
-    exit_code: int | None = msgspec.field(name="exit-code", default=None)
-
-
-_STATUS_DECODER: Final = msgspec.json.Decoder(_Status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +235,7 @@ class BubblewrapEnvironment:
         self._stopped = True
         for scope in self._active.values():
             scope.cancel()
-        bound = self._spec.limits.kill_grace_ms / 1000 + _REAP_SECONDS + _STATUS_SECONDS + 1
+        bound = self._spec.limits.kill_grace_ms / 1000 + REAP_SECONDS + _STATUS_SECONDS + 1
         with trio.move_on_after(bound):
             await self._idle.wait()
         if self._active:
@@ -299,7 +284,7 @@ class BubblewrapEnvironment:
             cgroup = self._command_cgroup()
             status = trio.lowlevel.FdStream(files.release(status_read))
             refusal = trio.CancelScope()
-            gate = _Gate(
+            gate = SandboxAdmission(
                 status,
                 files.release(block_write),
                 uid=self._spec.uid,
@@ -322,14 +307,14 @@ class BubblewrapEnvironment:
             finally:
                 with trio.CancelScope(shield=True):
                     exited = await gate.close()
-                if cgroup is not None and exited:
-                    cgroup.remove()
+                if cgroup is not None:
+                    cgroup.remove()  # one still busy (pid 1 not seen to exit) is left to the sweep
         if run is None:
             raise SandboxError(SANDBOX_START_FAILED, f"the sandbox was refused: {gate.failure}", "execute")
         if not exited:
             raise SandboxError(
                 SANDBOX_START_FAILED,
-                f"the sandbox's pid 1 did not exit within {_REAP_SECONDS:.0f} s of SIGKILL",
+                f"the sandbox's pid 1 did not exit within {REAP_SECONDS:.0f} s of SIGKILL",
                 "execute",
             )
         return _Launched(run=run, exit_code=gate.exit_code, failure=gate.failure)
@@ -340,9 +325,8 @@ class BubblewrapEnvironment:
         try:
             return CommandCgroup(self._cgroups, self._spec.limits)
         except OSError as error:
-            raise SandboxError(
-                SANDBOX_START_FAILED, f"the command's cgroup could not be made: {error}", "execute"
-            ) from error
+            message = f"the command's cgroup could not be made: {error}"
+            raise SandboxError(SANDBOX_START_FAILED, message, "execute") from error
 
     def _host_argv(self, arguments: int, argv: Sequence[str], budget_ms: int) -> list[str]:
         tools = self._tools
@@ -387,117 +371,6 @@ class BubblewrapEnvironment:
         options += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", directory]
         options += ["--seccomp", str(seccomp), "--json-status-fd", str(status), "--block-fd", str(block)]
         return options
-
-
-class _Gate:
-    """Holds one sandbox from its creation to its end, and reads bwrap's report.
-
-    ``bwrap`` writes the pid of the sandbox's pid 1 to the status pipe as soon as it exists;
-    that process then waits on the block pipe before it forks anything, so the pidfds opened
-    here (for it and for its parent, bwrap's launcher) name those very processes. At the end
-    the pid 1 is killed; once it has exited, the kernel has removed every other process of
-    its pid namespace.
-    """
-
-    def __init__(
-        self,
-        status: trio.lowlevel.FdStream,
-        block_write: int,
-        *,
-        uid: int,
-        refusal: trio.CancelScope,
-        enter: Callable[[int], None] | None,
-    ) -> None:
-        self._status = status
-        self._block_write = block_write
-        self._uid = uid
-        self._refusal = refusal
-        self._enter = enter
-        self._pidfds: list[int] = []  # the sandbox's pid 1, then bwrap's launcher
-        self.exit_code: int | None = None
-        self.failure: str | None = None
-        self.reported = trio.Event()
-        """Set when the status pipe reached end of file."""
-
-    async def admit(self) -> None:
-        """Read bwrap's status documents; admit the sandbox when its pid 1 is named."""
-        pending = bytearray()
-        while chunk := await self._status.receive_some(4096):
-            pending += chunk
-            while (end := pending.find(b"\n")) >= 0:
-                line = bytes(pending[:end])
-                del pending[: end + 1]
-                try:
-                    status = _STATUS_DECODER.decode(line)
-                except msgspec.DecodeError:
-                    continue
-                if status.child_pid is not None and not self._pidfds and self.failure is None:
-                    self._admit(status.child_pid)
-                if status.exit_code is not None:
-                    self.exit_code = status.exit_code
-        self.reported.set()
-
-    def _admit(self, pid: int) -> None:
-        pidfd = _open_pidfd(pid)
-        # Checked with the pidfd open: if the process is alive after /proc was read, /proc
-        # showed this very process, and a pidfd never reaches a later owner of the pid.
-        launcher = _sandbox_init_parent(pid, self._uid) if pidfd is not None else None
-        if pidfd is None or _has_exited(pidfd):
-            # Its setup failed; the launcher exits by itself and reports why on stderr.
-            if pidfd is not None:
-                os.close(pidfd)
-            self.failure = f"its pid 1 ({pid}) exited before it was admitted"
-            return
-        if launcher is None:
-            os.close(pidfd)  # not provably the sandbox: never signal it
-            self._refuse(f"pid {pid} is not the sandbox's pid 1")
-            return
-        self._pidfds.append(pidfd)
-        launcher_pidfd = _open_pidfd(launcher)
-        if launcher_pidfd is not None:
-            self._pidfds.append(launcher_pidfd)
-        # The pid 1 still being the launcher's child proves that pidfd names the launcher.
-        if launcher_pidfd is None or _sandbox_init_parent(pid, self._uid) != launcher:
-            self._refuse(f"its launcher ({launcher}) exited before it was admitted")
-            return
-        try:
-            if self._enter is not None:
-                self._enter(pid)  # into the command's cgroups, before it can fork
-            os.write(self._block_write, b"\x01")
-        except OSError as error:
-            if _has_exited(pidfd):  # its setup failed meanwhile: as above
-                self.failure = f"its pid 1 ({pid}) exited before it was admitted"
-            else:
-                self._refuse(f"its pid 1 ({pid}) could not be placed and released: {error}")
-
-    def _refuse(self, failure: str) -> None:
-        """Stop the launch: the host process is stopped, and :meth:`close` kills what is held."""
-        self.failure = failure
-        self._refusal.cancel()
-
-    async def close(self) -> bool:
-        """Kill the sandbox, wait until its pid 1 and launcher have exited, release the descriptors.
-
-        Returns whether both exited within 5 s (``True`` when there was no sandbox).
-        """
-        pidfds, self._pidfds = self._pidfds, []
-        exited = True
-        try:
-            for pidfd in pidfds:
-                with contextlib.suppress(ProcessLookupError):
-                    signals.pidfd_send_signal(pidfd, signals.SIGKILL)
-            with trio.move_on_after(_REAP_SECONDS) as waiting:
-                for pidfd in pidfds:
-                    await trio.lowlevel.wait_readable(pidfd)
-                    _reap_if_ours(pidfd)
-            exited = not waiting.cancelled_caught
-        finally:
-            for pidfd in pidfds:
-                trio.lowlevel.notify_closing(pidfd)
-                os.close(pidfd)
-            await self._status.aclose()
-            os.close(self._block_write)
-        return exited
 
 
 @dataclass(slots=True)
@@ -721,46 +594,3 @@ def _generated_etc(uid: int, gid: int) -> dict[str, bytes]:
         "/etc/hosts": b"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
         "/etc/nsswitch.conf": b"passwd: files\ngroup: files\nshadow: files\nhosts: files\n",
     }
-
-
-def _sandbox_init_parent(pid: int, uid: int) -> int | None:
-    """The parent of ``pid`` if ``pid`` is pid 1 of a pid namespace below ours, run as ``uid``."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
-            fields = dict(line.split(":", 1) for line in handle if ":" in line)
-    except OSError:
-        return None
-    namespace_pids = fields.get("NSpid", "").split()
-    uids = fields.get("Uid", "").split()
-    parent = fields.get("PPid", "").strip()
-    if (
-        len(namespace_pids) >= 2
-        and namespace_pids[0] == str(pid)
-        and namespace_pids[-1] == "1"
-        and uids[:1] == [str(uid)]
-        and parent.isdigit()
-    ):
-        return int(parent)
-    return None
-
-
-def _open_pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
-
-
-def _reap_if_ours(pidfd: int) -> None:
-    """Reap an exited process if it is our child (it never blocks).
-
-    Orphans go to the host's init; when that is this process (pid 1 of a container), nobody
-    else would reap them.
-    """
-    with contextlib.suppress(ChildProcessError):
-        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
-
-
-def _has_exited(pidfd: int) -> bool:
-    readable, _, _ = select.select([pidfd], [], [], 0)
-    return bool(readable)
