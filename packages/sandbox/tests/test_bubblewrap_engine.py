@@ -119,16 +119,21 @@ def our_cgroups() -> list[str]:
     ]
 
 
-@pytest.fixture
-def copy_directory() -> Iterator[Path]:
+def make_copy_directory() -> Path:
     # Not pytest's tmp_path: its parents are private to root, and bwrap runs as the sandbox's uid.
     base = Path(tempfile.mkdtemp(prefix="harness-bwrap-"))
     base.chmod(0o711)
     copy = base / "copy"
     copy.mkdir()
     os.chown(copy, SANDBOX_UID, SANDBOX_GID)
+    return copy
+
+
+@pytest.fixture
+def copy_directory() -> Iterator[Path]:
+    copy = make_copy_directory()
     yield copy
-    shutil.rmtree(base)
+    shutil.rmtree(copy.parent)
 
 
 def make_spec(copy: Path, limits: SandboxLimits | None = None, *, uid: int = SANDBOX_UID) -> EnvironmentSpec:
@@ -142,23 +147,50 @@ def make_spec(copy: Path, limits: SandboxLimits | None = None, *, uid: int = SAN
     )
 
 
-async def start(spec: EnvironmentSpec, engine: BubblewrapEngine | None = None) -> SandboxEnvironment:
-    """Start the engine, or skip (fail under HARNESS_REQUIRE_SANDBOX=1) when it is unavailable."""
+async def start(spec: EnvironmentSpec) -> SandboxEnvironment:
+    return await BubblewrapEngine().start(spec)
+
+
+async def unavailable_reason() -> str | None:
+    copy = make_copy_directory()
     try:
-        return await (engine or BubblewrapEngine()).start(spec)
+        environment = await start(make_spec(copy))
+        await environment.stop()
     except SandboxError as error:
         if error.code != SANDBOX_ENGINE_UNAVAILABLE:
             raise
-        reason = " ".join(error.message.split())
-        if REQUIRED:
-            pytest.fail(f"HARNESS_REQUIRE_SANDBOX=1 and the bubblewrap engine is unavailable: {reason}")
-        pytest.skip(f"bubblewrap engine unavailable ({reason}); apt-get install bubblewrap (CI installs it)")
+        return " ".join(error.message.split())
+    finally:
+        shutil.rmtree(copy.parent)
+    return None
+
+
+@pytest.fixture(scope="session")
+def bubblewrap_engine() -> None:
+    """Skip (one line), or fail under HARNESS_REQUIRE_SANDBOX=1, when the engine cannot run here.
+
+    A sync fixture: pytest-trio loses the reason of a skip raised in an async test or fixture.
+    """
+    reason = trio.run(unavailable_reason)
+    if reason is None:
+        return
+    if REQUIRED:
+        pytest.fail(f"HARNESS_REQUIRE_SANDBOX=1 and the bubblewrap engine is unavailable: {reason}")
+    pytest.skip(
+        f"bubblewrap engine unavailable: {reason} (CI installs it and sets HARNESS_REQUIRE_SANDBOX=1)"
+    )
 
 
 @pytest.fixture
-async def sandbox(copy_directory: Path) -> AsyncIterator[Sandbox]:
-    environment = await start(make_spec(copy_directory))
-    yield Sandbox(environment, copy_directory)
+def engine_copy(bubblewrap_engine: None, copy_directory: Path) -> Path:
+    """A copy directory, on a machine where the engine runs."""
+    return copy_directory
+
+
+@pytest.fixture
+async def sandbox(engine_copy: Path) -> AsyncIterator[Sandbox]:
+    environment = await start(make_spec(engine_copy))
+    yield Sandbox(environment, engine_copy)
     await environment.stop()
     if ROOT:
         assert live_processes(uid=SANDBOX_UID) == []
@@ -235,9 +267,9 @@ async def test_a_program_that_cannot_be_executed_or_an_invalid_command_fails_to_
         assert caught.value.code == WORKSPACE_COMMAND_FAILED_TO_START, argv
 
 
-async def test_output_keeps_head_and_tail_within_the_bound(copy_directory: Path) -> None:
+async def test_output_keeps_head_and_tail_within_the_bound(engine_copy: Path) -> None:
     limits = SandboxLimits(max_output_bytes=1000, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
     script = "echo FIRST; yes middle-of-stdout | head -c 100000; echo LAST; yes err | head -c 5000 >&2"
     outcome = await environment.run(
         CommandSpec(argv=("sh", "-c", script), cwd="", budget_ms=10_000, environment=ENVIRONMENT, signal=None)
@@ -332,13 +364,13 @@ async def test_a_command_may_outlive_the_worker_thread_that_started_it(sandbox: 
 
 
 @pytest.mark.slow
-async def test_a_sandbox_dies_within_its_backstop_when_the_harness_is_killed(copy_directory: Path) -> None:
+async def test_a_sandbox_dies_within_its_backstop_when_the_harness_is_killed(engine_copy: Path) -> None:
     marker = f"1000.{secrets.randbelow(10**6)}"
     script = f"""
 import sys, trio
 from harness_sandbox import BubblewrapEngine, CommandSpec, EnvironmentSpec, SandboxLimits
 async def main():
-    spec = EnvironmentSpec(name="harness-sbx-orphan", copy_path={str(copy_directory)!r}, uid={SANDBOX_UID},
+    spec = EnvironmentSpec(name="harness-sbx-orphan", copy_path={str(engine_copy)!r}, uid={SANDBOX_UID},
                            gid={SANDBOX_GID}, limits=SandboxLimits(kill_grace_ms=0), owner="test")
     environment = await BubblewrapEngine().start(spec)
     print("started", flush=True)
@@ -346,7 +378,6 @@ async def main():
                                       environment={{"PATH": "/usr/bin"}}, signal=None))
 trio.run(main)
 """
-    await start(make_spec(copy_directory))  # skips here when the engine is unavailable
     harness = await trio.lowlevel.open_process([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
         assert harness.stdout is not None
@@ -441,9 +472,9 @@ async def test_the_host_network_and_the_outside_are_unreachable(sandbox: Sandbox
 
 
 @needs_python
-async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_is_fine(copy_directory: Path) -> None:
+async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_is_fine(engine_copy: Path) -> None:
     limits = SandboxLimits(pids=16, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
     counter = (
         "import os, time\n"
         "forked = 0\n"
@@ -482,9 +513,9 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_is_fine(copy_
 
 
 @needs_python
-async def test_allocating_past_the_memory_limit_fails_inside(copy_directory: Path) -> None:
+async def test_allocating_past_the_memory_limit_fails_inside(engine_copy: Path) -> None:
     limits = SandboxLimits(memory_bytes=128 * 1024 * 1024, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
     outcome = await environment.run(
         CommandSpec(
             argv=(PYTHON, "-c", "bytearray(256 * 1024 * 1024)"),
@@ -513,10 +544,10 @@ async def test_allocating_past_the_memory_limit_fails_inside(copy_directory: Pat
 
 @needs_python
 async def test_processes_together_stay_within_the_memory_limit_where_cgroups_are_available(
-    copy_directory: Path,
+    engine_copy: Path,
 ) -> None:
     limits = SandboxLimits(memory_bytes=192 * 1024 * 1024, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
     # Three processes of 96 MiB each: every one is within RLIMIT_AS, together they are not.
     hog = "import time; b = b'x' * (96 * 1024 * 1024); time.sleep(0.6); print('kept')"
     script = f'for i in 1 2 3; do {PYTHON} -c "{hog}" & done; wait'
@@ -535,9 +566,9 @@ async def test_processes_together_stay_within_the_memory_limit_where_cgroups_are
 @pytest.mark.slow
 @needs_python
 @pytest.mark.skipif(not CGROUPS.get("cpu"), reason="no writable cpu cgroup (needs root and cgroup v1)")
-async def test_the_cpu_cgroup_throttles_to_the_cpus_limit(copy_directory: Path) -> None:
+async def test_the_cpu_cgroup_throttles_to_the_cpus_limit(engine_copy: Path) -> None:
     limits = SandboxLimits(cpus=0.25, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
     spin = "import time\nend = time.monotonic() + 1\nwhile time.monotonic() < end: pass\nprint(time.process_time())"  # noqa: E501
     outcome = await environment.run(
         CommandSpec(argv=(PYTHON, "-c", spin), cwd="", budget_ms=10_000, environment=ENVIRONMENT, signal=None)
@@ -546,9 +577,9 @@ async def test_the_cpu_cgroup_throttles_to_the_cpus_limit(copy_directory: Path) 
     await environment.stop()
 
 
-async def test_a_file_larger_than_the_file_limit_is_cut_at_the_limit(copy_directory: Path) -> None:
+async def test_a_file_larger_than_the_file_limit_is_cut_at_the_limit(engine_copy: Path) -> None:
     limits = SandboxLimits(file_bytes=1024 * 1024, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
 
     async def run(*argv: str) -> CommandOutcome:
         command = CommandSpec(argv=argv, cwd="", budget_ms=10_000, environment=ENVIRONMENT, signal=None)
@@ -556,7 +587,7 @@ async def test_a_file_larger_than_the_file_limit_is_cut_at_the_limit(copy_direct
 
     killed = await run("sh", "-c", "exec head -c 3000000 /dev/zero > big")
     assert killed.exit_code == 128 + signals.SIGXFSZ  # killed by SIGXFSZ
-    assert (copy_directory / "big").stat().st_size == 1024 * 1024
+    assert (engine_copy / "big").stat().st_size == 1024 * 1024
     if HAS_PYTHON:
         refused = await run(PYTHON, "-c", "open('big2', 'wb').write(b'x' * 3_000_000)")
         assert refused.exit_code == 1  # Python ignores SIGXFSZ: the write fails with EFBIG
@@ -565,9 +596,9 @@ async def test_a_file_larger_than_the_file_limit_is_cut_at_the_limit(copy_direct
 
 
 @pytest.mark.slow
-async def test_cpu_time_is_bounded_by_the_budget_times_cpus(copy_directory: Path) -> None:
+async def test_cpu_time_is_bounded_by_the_budget_times_cpus(engine_copy: Path) -> None:
     limits = SandboxLimits(cpus=0.5, kill_grace_ms=200)
-    environment = await start(make_spec(copy_directory, limits))
+    environment = await start(make_spec(engine_copy, limits))
     outcome = await environment.run(
         CommandSpec(
             argv=("sh", "-c", "while :; do :; done"),
@@ -643,19 +674,23 @@ async def test_no_capability_no_new_privileges_and_no_new_user_namespace(sandbox
 # ---------------------------------------------------------------- start
 
 
-async def test_start_refuses_a_bad_spec_or_a_missing_engine_with_what_is_wrong(copy_directory: Path) -> None:
+async def test_start_names_a_missing_program_and_refuses_uid_0(copy_directory: Path) -> None:
     with pytest.raises(SandboxError) as caught:
         await BubblewrapEngine(bwrap="/nonexistent/bwrap").start(make_spec(copy_directory))
     assert caught.value.code == SANDBOX_ENGINE_UNAVAILABLE
-    assert "apt-get install bubblewrap" in caught.value.message
+    assert "bwrap not found: apt-get install bubblewrap" in caught.value.message
     with pytest.raises(SandboxError) as caught:
         await BubblewrapEngine().start(make_spec(copy_directory, uid=0))
     assert caught.value.code == SANDBOX_START_FAILED
+    assert "non-root" in caught.value.message
+
+
+async def test_start_refuses_a_copy_that_is_missing_or_not_the_sandbox_users(engine_copy: Path) -> None:
     with pytest.raises(SandboxError) as caught:
-        await BubblewrapEngine().start(make_spec(copy_directory / "missing"))
+        await BubblewrapEngine().start(make_spec(engine_copy / "missing"))
     assert caught.value.code == SANDBOX_START_FAILED
     if ROOT:
-        stranger = copy_directory / "stranger"
+        stranger = engine_copy / "stranger"
         stranger.mkdir()  # owned by root, not by the sandbox's uid
         with pytest.raises(SandboxError) as caught:
             await BubblewrapEngine().start(make_spec(stranger))
@@ -663,14 +698,13 @@ async def test_start_refuses_a_bad_spec_or_a_missing_engine_with_what_is_wrong(c
         assert "belongs to uid 0" in caught.value.message
     else:
         with pytest.raises(SandboxError) as caught:
-            await BubblewrapEngine().start(make_spec(copy_directory, uid=os.getuid() + 1))
+            await BubblewrapEngine().start(make_spec(engine_copy, uid=os.getuid() + 1))
         assert caught.value.code == SANDBOX_ENGINE_UNAVAILABLE
 
 
 @pytest.mark.skipif(not ROOT, reason="needs root to make a directory the sandbox's uid cannot reach")
-async def test_start_fails_when_the_sandbox_uid_cannot_reach_the_copy(copy_directory: Path) -> None:
-    await start(make_spec(copy_directory))  # skips here when the engine is unavailable
-    hidden = copy_directory.parent / "hidden"
+async def test_start_fails_when_the_sandbox_uid_cannot_reach_the_copy(engine_copy: Path) -> None:
+    hidden = engine_copy.parent / "hidden"
     hidden.mkdir(mode=0o700)
     unreachable = hidden / "copy"
     unreachable.mkdir()
