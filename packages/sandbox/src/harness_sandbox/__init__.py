@@ -9,6 +9,7 @@ engine cannot run, creation fails with ``SANDBOX_ENGINE_UNAVAILABLE`` saying wha
 
 from __future__ import annotations
 
+from harness_sandbox._bubblewrap import BubblewrapEngine
 from harness_sandbox._copy import DEFAULT_DENY, DeniedPolicy
 from harness_sandbox._docker import DockerEngine
 from harness_sandbox._docker_cli import sweep_leftovers
@@ -49,6 +50,7 @@ __all__ = [
     "SANDBOX_START_FAILED",
     "SANDBOX_UID",
     "WORKSPACE_MOUNT",
+    "BubblewrapEngine",
     "CommandOutcome",
     "CommandSpec",
     "DeniedPolicy",
