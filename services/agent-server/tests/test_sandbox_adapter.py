@@ -17,6 +17,8 @@ import trio
 from sandbox_helpers import HostTestEngine
 
 from agent_server import ServerConfig, ToolProviderContext
+from agent_server._cli import _parser as parser  # pyright: ignore[reportPrivateUsage]
+from agent_server._cli import build_config
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 from harness_sandbox import SANDBOX_ENGINE_UNAVAILABLE, SandboxError, SandboxLimits
@@ -102,3 +104,29 @@ def test_the_sandbox_adapter_needs_an_engine_and_an_engine_needs_the_sandbox_ada
             sandbox_engine=HostTestEngine(),
             sandbox_limits={"pids": 1},  # pyright: ignore[reportArgumentType]
         )
+
+
+def test_the_cli_builds_the_chosen_engine_and_refuses_what_does_not_fit(tmp_path: Path) -> None:
+
+    def config(*flags: str) -> ServerConfig:
+        arguments = parser().parse_args(["serve", "--no-db", "--workspace-root", str(tmp_path), *flags])
+        return build_config(arguments, {})
+
+    image = "sha256:" + "a" * 64
+    docker = config("--workspace-adapter", "sandbox", "--sandbox-image", image, "--sandbox-memory", "256")
+    assert type(docker.sandbox_engine).__name__ == "DockerEngine"
+    assert docker.sandbox_limits == SandboxLimits(memory_bytes=256 * 1024 * 1024)
+    light = config("--workspace-adapter", "sandbox", "--sandbox-engine", "bubblewrap", "--sandbox-pids", "64")
+    assert type(light.sandbox_engine).__name__ == "BubblewrapEngine"
+    assert light.sandbox_limits == SandboxLimits(pids=64)
+    for flags, message in (
+        (("--sandbox-image", image), "--sandbox-image need --workspace-adapter sandbox"),
+        (("--workspace-adapter", "sandbox"), "needs --sandbox-image"),
+        (
+            ("--workspace-adapter", "sandbox", "--sandbox-engine", "bubblewrap", "--sandbox-image", image),
+            "--sandbox-image is for the docker engine",
+        ),
+        (("--workspace-adapter", "sandbox", "--sandbox-image", image, "--sandbox-cpus", "0"), "cpus"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            config(*flags)

@@ -18,9 +18,11 @@ from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ServerC
 from agent_server._environment import parse_outbound_stall_ms, read_environment, refuse_unsupported
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import ServerHandle, default_token_path, serve
+from harness_sandbox import BubblewrapEngine, DockerEngine, SandboxEngine, SandboxLimits
 
 __all__ = ["build_config", "main", "with_default_tokens"]
 
+SANDBOX_ENGINES: Final = ("docker", "bubblewrap")
 _DEFAULT_PORT: Final = 8765
 
 
@@ -101,8 +103,26 @@ def _parser() -> argparse.ArgumentParser:
         "--workspace-adapter",
         choices=WORKSPACE_ADAPTERS,
         default=None,
-        help="opt in to host-filesystem tools: one LocalWorkspace per session under its workspace",
+        help="local: one LocalWorkspace per session under its workspace (host-filesystem tools);"
+        " sandbox: one disposable SandboxWorkspace per session, a copy of its workspace",
     )
+    run.add_argument(
+        "--sandbox-engine",
+        choices=SANDBOX_ENGINES,
+        default=None,
+        help="with --workspace-adapter sandbox: docker (the default) or bubblewrap; never a fallback",
+    )
+    run.add_argument(
+        "--sandbox-image",
+        default=None,
+        help="the docker engine's image, named by digest (NAME@sha256:...; build one with"
+        " packages/sandbox/scripts/build_image.py)",
+    )
+    run.add_argument(
+        "--sandbox-memory", type=int, default=None, metavar="MIB", help="memory per sandbox, MiB"
+    )
+    run.add_argument("--sandbox-pids", type=int, default=None, help="processes per sandbox")
+    run.add_argument("--sandbox-cpus", type=float, default=None, help="CPUs per sandbox")
     commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
     commands.add_parser("token", help="print a fresh 256-bit token, for a token file")
     return parser
@@ -151,6 +171,7 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         options["auth_tokens"] = read_token_file(arguments.token_file)
     elif environment.token is not None:
         options["auth_token"] = environment.token
+    options.update(_sandbox_options(arguments, adapter))
     config = ServerConfig(
         host=arguments.host,
         port=port,
@@ -170,6 +191,46 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     )
     config.check_serving()
     return config
+
+
+def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict[str, object]:
+    """``sandbox_engine`` and ``sandbox_limits`` from the ``--sandbox-*`` flags.
+
+    Raises:
+        ValueError: a sandbox flag without ``--workspace-adapter sandbox``, the docker engine
+            without ``--sandbox-image``, or a limit out of range.
+    """
+    given = [
+        name
+        for name in ("sandbox_engine", "sandbox_image", "sandbox_memory", "sandbox_pids", "sandbox_cpus")
+        if getattr(arguments, name) is not None
+    ]
+    if adapter != "sandbox":
+        if given:
+            flags = ", ".join("--" + name.replace("_", "-") for name in given)
+            raise ValueError(f"{flags} need --workspace-adapter sandbox")
+        return {}
+    limits: dict[str, object] = {}
+    if arguments.sandbox_memory is not None:
+        limits["memory_bytes"] = arguments.sandbox_memory * 1024 * 1024
+    if arguments.sandbox_pids is not None:
+        limits["pids"] = arguments.sandbox_pids
+    if arguments.sandbox_cpus is not None:
+        limits["cpus"] = arguments.sandbox_cpus
+    engine_name = arguments.sandbox_engine or "docker"
+    engine: SandboxEngine
+    if engine_name == "docker":
+        if arguments.sandbox_image is None:
+            raise ValueError(
+                "the docker sandbox engine needs --sandbox-image NAME@sha256:... "
+                "(build one with packages/sandbox/scripts/build_image.py)"
+            )
+        engine = DockerEngine(arguments.sandbox_image)
+    else:
+        if arguments.sandbox_image is not None:
+            raise ValueError("--sandbox-image is for the docker engine; bubblewrap runs the host's /usr")
+        engine = BubblewrapEngine()
+    return {"sandbox_engine": engine, "sandbox_limits": SandboxLimits(**limits)}  # pyright: ignore[reportArgumentType]
 
 
 def with_default_tokens(config: ServerConfig, arguments: argparse.Namespace) -> tuple[ServerConfig, str]:
