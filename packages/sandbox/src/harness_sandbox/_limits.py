@@ -15,12 +15,14 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """What one workspace's environment may use; every field has a default.
 
     Attributes:
-        memory_bytes: Memory of the environment (Docker ``--memory`` and ``--memory-swap``;
-            bubblewrap ``RLIMIT_AS`` per process). Exceeding it kills the process (exit 137).
+        memory_bytes: Memory of the environment. Docker: ``--memory`` and ``--memory-swap``,
+            exceeding it kills the process (exit 137). bubblewrap: ``RLIMIT_AS`` per process
+            (an allocation past it fails: ``MemoryError``, ``ENOMEM``) and, as root on cgroup
+            v1, a memory cgroup per command (exit 137).
         pids: Processes (and threads) at once (Docker ``--pids-limit``; bubblewrap
             ``RLIMIT_NPROC`` of the sandbox's own uid).
-        cpus: CPUs the environment may use (Docker ``--cpus``; bubblewrap bounds CPU seconds
-            per command by ``RLIMIT_CPU`` from the command's wall budget instead).
+        cpus: CPUs the environment may use (Docker ``--cpus``; bubblewrap: a cgroup CPU quota
+            as root on cgroup v1, and ``RLIMIT_CPU`` of budget × cpus seconds per process).
         disk_bytes: Bytes the copy may hold, checked at creation, before each write and
             after each command.
         file_bytes: The largest file a command may write (``RLIMIT_FSIZE``; Docker ``--ulimit
