@@ -203,6 +203,9 @@ async def test_the_disk_limit_holds_for_writes_and_is_reported_after_a_command(
     cleaned = await workspace.execute(CommandRequest(argv=("rm", "fill")))
     assert cleaned.exit_code == 0
     await workspace.write_file("small.txt", "ok")
+    # Replacing a file many times over is not counted as growth.
+    for round_ in range(5):
+        await workspace.write_file("replaced.txt", str(round_) * 40_000)
     await workspace.dispose()
 
 

@@ -83,6 +83,8 @@ class SandboxWorkspace:
         self._disposed = False
         self._dispose_lock = trio.Lock()
         self._commands = trio.Lock()
+        self._used = copy.report.bytes
+        """Bytes the copy holds, or more (never less): exact after creation and each command."""
         self.final_diff: str | None = None
         """The copy's diff against ``HEAD`` taken by :meth:`dispose` (``None`` before, or if it had none)."""
 
@@ -188,15 +190,19 @@ class SandboxWorkspace:
         """
         self._refuse_if_disposed("write_file")
         size = len(contents.encode("utf-8", errors="surrogatepass"))
-        used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
-        if used + size > self._limits.disk_bytes:
+        # ``_used`` only ever overestimates (a replaced file's old size is not subtracted),
+        # so the tree is walked again only when the estimate says the limit might be hit.
+        if self._used + size > self._limits.disk_bytes:
+            self._used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
+        if self._used + size > self._limits.disk_bytes:
             raise SandboxError(
                 SANDBOX_DISK_LIMIT,
                 f"writing {size} bytes would exceed the workspace's disk limit of "
-                f"{self._limits.disk_bytes} bytes ({used} in use)",
+                f"{self._limits.disk_bytes} bytes ({self._used} in use)",
                 "write_file",
             )
         await self._local.write_file(path, contents)
+        self._used += size
 
     async def list_files(self, path: str) -> list[str]:
         """List files of the copy (see ``LocalWorkspace.list_files``)."""
@@ -257,7 +263,7 @@ class SandboxWorkspace:
             outcome = await self._environment.run(spec)
         if outcome.aborted:
             raise _aborted(None if signal is None else signal.reason)
-        used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
+        used = self._used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
         if used > self._limits.disk_bytes:
             raise SandboxError(
                 SANDBOX_DISK_LIMIT,
