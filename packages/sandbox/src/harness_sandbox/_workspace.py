@@ -192,9 +192,11 @@ class SandboxWorkspace:
         size = len(contents.encode("utf-8", errors="surrogatepass"))
         # ``_used`` only ever overestimates (a replaced file's old size is not subtracted),
         # so the tree is walked again only when the estimate says the limit might be hit.
+        replaced = 0
         if self._used + size > self._limits.disk_bytes:
             self._used = await trio.to_thread.run_sync(tree_bytes, self._copy.path)
-        if self._used + size > self._limits.disk_bytes:
+            replaced = await self._current_size(path)
+        if self._used - replaced + size > self._limits.disk_bytes:
             raise SandboxError(
                 SANDBOX_DISK_LIMIT,
                 f"writing {size} bytes would exceed the workspace's disk limit of "
@@ -202,7 +204,14 @@ class SandboxWorkspace:
                 "write_file",
             )
         await self._local.write_file(path, contents)
-        self._used += size
+        self._used += size - replaced
+
+    async def _current_size(self, path: str) -> int:
+        """The size of the file ``write_file`` would replace (read through the containment), or 0."""
+        try:
+            return len((await self._local.read_file(path)).encode("utf-8", errors="surrogatepass"))
+        except WorkspaceOperationError:
+            return 0
 
     async def list_files(self, path: str) -> list[str]:
         """List files of the copy (see ``LocalWorkspace.list_files``)."""
