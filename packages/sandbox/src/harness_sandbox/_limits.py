@@ -22,7 +22,7 @@ class SandboxLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         pids: Processes (and threads) at once (Docker ``--pids-limit``; bubblewrap
             ``RLIMIT_NPROC`` of the sandbox's own uid).
         cpus: CPUs the environment may use (Docker ``--cpus``; bubblewrap: a cgroup CPU quota
-            as root on cgroup v1, and ``RLIMIT_CPU`` of budget × cpus seconds per process).
+            as root on cgroup v1, and ``RLIMIT_CPU`` of budget times cpus seconds per process).
         disk_bytes: Bytes the copy may hold, checked at creation, before each write and
             after each command.
         file_bytes: The largest file a command may write (``RLIMIT_FSIZE``; Docker ``--ulimit
