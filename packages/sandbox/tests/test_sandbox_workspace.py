@@ -23,6 +23,7 @@ from harness_sandbox import (
     SandboxWorkspace,
 )
 from harness_sandbox._copy import sanitize_git_config
+from harness_sandbox._disk import ceiling_available, unmount_ceiling
 from harness_workspace import AbortController, CommandRequest
 from harness_workspace.local import (
     WORKSPACE_COMMAND_ABORTED,
@@ -233,6 +234,35 @@ async def test_a_retained_copy_outlives_dispose(source: Path, tmp_path: Path) ->
     await workspace.write_file("new.txt", "kept")
     await workspace.dispose()
     assert (Path(workspace.copy_path) / "new.txt").read_text() == "kept"
+    if workspace.disk_ceiling:
+        assert os.path.ismount(workspace.copy_path)
+        unmount_ceiling(os.path.dirname(workspace.copy_path), workspace.copy_path)
+
+
+@pytest.mark.skipif(
+    not ceiling_available(), reason="the disk ceiling needs root, a loop device and mkfs.ext4"
+)
+async def test_the_disk_ceiling_stops_a_command_that_writes_without_end(source: Path, tmp_path: Path) -> None:
+    limit = 1024 * 1024
+    workspace, _ = await _create(source, tmp_path, limits=SandboxLimits(disk_bytes=limit))
+    assert workspace.disk_ceiling
+    assert os.path.ismount(workspace.copy_path)
+    with pytest.raises(SandboxError) as filled:
+        await workspace.execute(CommandRequest(argv=("sh", "-c", "head -c 200000000 /dev/zero > big")))
+    assert filled.value.code == SANDBOX_DISK_LIMIT
+    assert "exit code 1" in filled.value.message
+    size = os.path.getsize(os.path.join(workspace.copy_path, "big"))
+    assert limit < size < 20 * limit  # stopped by the file system, a little above the limit
+    home = os.path.dirname(workspace.copy_path)
+    await workspace.dispose()
+    assert not os.path.exists(home)
+
+
+async def test_without_the_ceiling_the_copy_is_a_plain_directory(source: Path, tmp_path: Path) -> None:
+    workspace, _ = await _create(source, tmp_path, disk_ceiling=False)
+    assert not workspace.disk_ceiling
+    assert not os.path.ismount(workspace.copy_path)
+    await workspace.dispose()
 
 
 _CONFIG_LINE = st.sampled_from(

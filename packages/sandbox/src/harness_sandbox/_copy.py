@@ -83,13 +83,15 @@ def copy_tree(
     denied: DeniedPolicy = "skip",
     max_bytes: int,
     owner: tuple[int, int] | None,
+    existing: bool = False,
 ) -> CopyReport:
     """Copy the tree at ``source`` into the new directory ``destination``.
 
     Args:
         source: The source tree (a folder or a git checkout); a link here is followed (the
             operator named it), nothing below it is.
-        destination: Must not exist; created with mode 0700.
+        destination: Must not exist (created with mode 0700), unless ``existing``: then an
+            empty directory (a mount point) the caller removes on failure.
         deny: Base-name patterns to leave out.
         denied: ``"skip"`` or ``"refuse"`` for a denied name.
         max_bytes: The copy's byte budget (its regular files).
@@ -108,7 +110,8 @@ def copy_tree(
         ) from error
     report = CopyReport()
     try:
-        os.mkdir(destination, 0o700)
+        if not existing:
+            os.mkdir(destination, 0o700)
         target_fd = os.open(destination, _DIR_FLAGS)
         try:
             _Copier(deny, denied, max_bytes, owner, report).directory(source_fd, target_fd, "")
@@ -117,7 +120,8 @@ def copy_tree(
         finally:
             os.close(target_fd)
     except BaseException as error:
-        remove_tree(destination)
+        if not existing:
+            remove_tree(destination)
         if isinstance(error, OSError):
             raise SandboxError(
                 SANDBOX_COPY_FAILED, f"copying {source!r} failed: {error}", "create"

@@ -21,8 +21,9 @@ from typing import Final
 import trio
 
 from harness_sandbox._copy import DEFAULT_DENY, CopyReport, DeniedPolicy, copy_tree, remove_tree, tree_bytes
+from harness_sandbox._disk import ceiling_available, mount_ceiling, unmount_ceiling
 from harness_sandbox._engine import CommandSpec, EnvironmentSpec, SandboxEngine, SandboxEnvironment
-from harness_sandbox._errors import SANDBOX_DISK_LIMIT, SandboxError
+from harness_sandbox._errors import SANDBOX_COPY_FAILED, SANDBOX_DISK_LIMIT, SandboxError
 from harness_sandbox._limits import SandboxLimits
 from harness_workspace import CommandRequest, CommandResult, WorkspaceOperationError, WorkspaceSnapshot
 from harness_workspace.local import (
@@ -54,6 +55,8 @@ class _Copy:
     path: str
     """The copy itself, mounted at ``/workspace``."""
     report: CopyReport
+    ceiling: bool
+    """The copy is a file system of its own, full a little above ``disk_bytes``."""
 
 
 class SandboxWorkspace:
@@ -101,6 +104,7 @@ class SandboxWorkspace:
         denied: DeniedPolicy = "skip",
         parent: str | os.PathLike[str] | None = None,
         retain: bool = False,
+        disk_ceiling: bool = True,
     ) -> SandboxWorkspace:
         """Copy ``source`` and start ``engine``'s environment over the copy.
 
@@ -111,7 +115,11 @@ class SandboxWorkspace:
             deny: Base-name patterns never copied (credentials).
             denied: ``"skip"`` a denied name (reported by :attr:`skipped`) or ``"refuse"`` the copy.
             parent: Where the copy's directory is made (the system temporary directory by default).
-            retain: Keep the copy after :meth:`dispose` (the environment is removed anyway).
+            retain: Keep the copy after :meth:`dispose` (the environment is removed anyway; a
+                copy on its own file system stays mounted, for the operator to unmount).
+            disk_ceiling: Put the copy on a loop-mounted file system of its own, full a little
+                above ``disk_bytes``, where this process can (root, a loop device,
+                ``mkfs.ext4``); :attr:`disk_ceiling` says whether it did.
 
         Raises:
             SandboxError: ``SANDBOX_SOURCE_INVALID``, ``SANDBOX_COPY_FAILED``,
@@ -122,7 +130,13 @@ class SandboxWorkspace:
         owner = (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
         copy = await trio.to_thread.run_sync(
             lambda: _make_copy(
-                os.fspath(source), parent, deny=deny, denied=denied, limits=chosen, owner=owner
+                os.fspath(source),
+                parent,
+                deny=deny,
+                denied=denied,
+                limits=chosen,
+                owner=owner,
+                disk_ceiling=disk_ceiling,
             )
         )
         local: LocalWorkspace | None = None
@@ -141,7 +155,9 @@ class SandboxWorkspace:
             with trio.CancelScope(shield=True):
                 if local is not None:
                     await local.dispose()
-                await trio.to_thread.run_sync(remove_tree, copy.home)
+                await trio.to_thread.run_sync(
+                    lambda: _remove_copy(copy.home, copy.path, ceiling=copy.ceiling, keep=False)
+                )
             raise
         return cls(
             copy=copy,
@@ -168,6 +184,11 @@ class SandboxWorkspace:
     def skipped(self) -> tuple[str, ...]:
         """Source paths left out of the copy: denied names and special files."""
         return tuple(self._copy.report.skipped)
+
+    @property
+    def disk_ceiling(self) -> bool:
+        """Whether the copy is a file system of its own (a hard bound within one command)."""
+        return self._copy.ceiling
 
     @property
     def limits(self) -> SandboxLimits:
@@ -326,8 +347,10 @@ class SandboxWorkspace:
                     await self._environment.stop()
                 finally:
                     await self._local.dispose()
-                    if not self._retain:
-                        await trio.to_thread.run_sync(remove_tree, self._copy.home)
+                    copy = self._copy
+                    await trio.to_thread.run_sync(
+                        lambda: _remove_copy(copy.home, copy.path, ceiling=copy.ceiling, keep=self._retain)
+                    )
 
 
 def _make_copy(
@@ -338,12 +361,21 @@ def _make_copy(
     denied: DeniedPolicy,
     limits: SandboxLimits,
     owner: tuple[int, int],
+    disk_ceiling: bool,
 ) -> _Copy:
     home = tempfile.mkdtemp(prefix="harness-sbx-", dir=parent)
+    path = os.path.join(home, _COPY_NAME)
+    ceiling = disk_ceiling and ceiling_available()
     try:
         # Traversable (not listable) by the sandbox's user, which must reach the copy.
         os.chmod(home, 0o711)
-        path = os.path.join(home, _COPY_NAME)
+        if ceiling:
+            try:
+                mount_ceiling(home, path, limits.disk_bytes, owner)
+            except OSError as error:
+                raise SandboxError(
+                    SANDBOX_COPY_FAILED, f"the copy's file system could not be made: {error}", "create"
+                ) from error
         report = copy_tree(
             source,
             path,
@@ -351,11 +383,21 @@ def _make_copy(
             denied=denied,
             max_bytes=limits.disk_bytes,
             owner=owner if os.geteuid() == 0 else None,
+            existing=ceiling,
         )
     except BaseException:
-        remove_tree(home)
+        _remove_copy(home, path, ceiling=ceiling, keep=False)
         raise
-    return _Copy(home=home, path=path, report=report)
+    return _Copy(home=home, path=path, report=report, ceiling=ceiling)
+
+
+def _remove_copy(home: str, path: str, *, ceiling: bool, keep: bool) -> None:
+    """Unmount the ceiling and delete the copy's directory (``keep``: leave both as they are)."""
+    if keep:
+        return
+    if ceiling:
+        unmount_ceiling(home, path)
+    remove_tree(home)
 
 
 def _without_paths(patch: str, paths: frozenset[str]) -> str:
