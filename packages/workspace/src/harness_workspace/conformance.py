@@ -24,6 +24,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+import trio
+
 from harness_workspace._errors import WorkspaceOperationError
 from harness_workspace._signals import AbortController
 from harness_workspace._types import CommandRequest, Workspace
@@ -190,6 +192,46 @@ async def _command_refusals(factory: WorkspaceFactory, profile: Profile) -> None
         )
 
 
+async def _planted_files(factory: WorkspaceFactory, profile: Profile) -> None:
+    """What a command plants (a link out, a FIFO) never leads a file operation off the tree."""
+    if not profile.programs:
+        return
+    async with factory(_FILES) as workspace:
+        planted = await workspace.execute(
+            CommandRequest(
+                argv=("sh", "-c", "ln -s /etc/passwd planted && ln -s README.md inner && mkfifo fifo")
+            )
+        )
+        _expect(planted.exit_code == 0, f"planting: {planted}")
+        escapes = ("WORKSPACE_PATH_ESCAPES_ROOT", "WORKSPACE_SYMLINK_REFUSED")
+        await _expect_code_in(profile, escapes, workspace.read_file("planted"), "reading a planted link out")
+        await _expect_code_in(
+            profile, escapes, workspace.write_file("planted", "x"), "writing a planted link out"
+        )
+        await _expect_code_in(
+            profile,
+            ("WORKSPACE_SYMLINK_REFUSED",),
+            workspace.write_file("inner", "x"),
+            "writing through a link in",
+        )
+        with trio.fail_after(5.0):  # reading a FIFO must not block
+            await _expect_code(profile, "WORKSPACE_NOT_A_FILE", workspace.read_file("fifo"), "reading a FIFO")
+        _expect(await workspace.read_file("README.md") == "hello\n", "the link's target is unchanged")
+
+
+async def _expect_code_in(
+    profile: Profile, codes: tuple[str, ...], call: Awaitable[object], what: str
+) -> None:
+    """``call`` must fail; with typed errors, with one of ``codes``."""
+    try:
+        result = await call
+    except WorkspaceOperationError as error:
+        if profile.typed_errors and getattr(error, "code", None) not in codes:
+            raise AssertionError(f"{what}: expected one of {codes}, got {error.code}: {error}") from error
+        return
+    raise AssertionError(f"{what}: expected a failure ({' or '.join(codes)}), got {result!r}")
+
+
 async def _diff_and_snapshot(factory: WorkspaceFactory, profile: Profile) -> None:
     async with factory(_FILES) as workspace:
         before = await workspace.snapshot()
@@ -250,6 +292,11 @@ CHECKS: Final[tuple[WorkspaceCheck, ...]] = (
     ),
     WorkspaceCheck(
         "command_refusals", "missing program, bad cwd, budget over the maximum, abort", _command_refusals
+    ),
+    WorkspaceCheck(
+        "planted_files",
+        "a planted link (out or in) and a FIFO never lead a file operation off the tree",
+        _planted_files,
     ),
     WorkspaceCheck(
         "diff_and_snapshot", "a change shows in the diff and changes the snapshot id", _diff_and_snapshot
