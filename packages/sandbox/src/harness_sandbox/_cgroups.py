@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from harness_sandbox._limits import SandboxLimits
+from harness_sandbox._supervise import process_alive
 
 __all__ = ["CommandCgroup", "cgroup_parents"]
 
@@ -77,19 +78,9 @@ def _remove_leftovers(directory: str) -> None:
     with contextlib.suppress(OSError):
         for name in os.listdir(directory):
             match = _LEFTOVER.fullmatch(name)
-            if match is not None and not _alive(int(match.group(1))):
+            if match is not None and not process_alive(int(match.group(1))):
                 with contextlib.suppress(OSError):  # not empty after all: leave it
                     os.rmdir(os.path.join(directory, name))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class CommandCgroup:

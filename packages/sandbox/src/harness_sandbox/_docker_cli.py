@@ -17,6 +17,7 @@ import trio
 
 from harness_sandbox._engine import LABEL
 from harness_sandbox._errors import SANDBOX_DISPOSE_FAILED, SANDBOX_ENGINE_UNAVAILABLE, SandboxError
+from harness_sandbox._supervise import process_alive
 
 __all__ = ["Completed", "DockerCli", "connect", "sweep_leftovers"]
 
@@ -146,7 +147,7 @@ async def sweep_with(cli: DockerCli, *, owner_prefix: str | None = None) -> list
         owner_host, _, pid_text = owner.rpartition(":")
         if not owner.startswith(prefix) or owner_host != host or not pid_text.isdigit():
             continue
-        if not _alive(int(pid_text)):
+        if not process_alive(int(pid_text)):
             doomed[container_id] = name
     if not doomed:
         return []
@@ -183,15 +184,3 @@ async def _labelled(cli: DockerCli) -> list[tuple[str, str, str]]:
         if len(fields) == 3 and fields[0]:
             rows.append((fields[0], fields[1], fields[2]))
     return rows
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return True  # Not a process id: nothing says its owner is gone.
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -10,6 +10,7 @@ host process is gone, to kill what is left inside.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from harness_sandbox._output import BoundedOutput
 from harness_workspace import AbortSignal
 from harness_workspace.local import supervise_process
 
-__all__ = ["HostRun", "run_host_process"]
+__all__ = ["HostRun", "process_alive", "run_host_process"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +78,20 @@ async def run_host_process(
         timed_out=ended.stopped and not ended.aborted,
         aborted=ended.aborted,
     )
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one we may not signal counts as alive).
+
+    A non-positive ``pid`` names no process: nothing says its owner is gone, so it counts as
+    alive too.
+    """
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
