@@ -134,6 +134,15 @@ def _kernel_alone(installer: Installer, repo: Path) -> None:
     installer.alone("harness-kernel").run("python", "-c", "import harness_kernel")
 
 
+def _sandbox_alone(installer: Installer, repo: Path) -> None:
+    step("harness-sandbox alone: pulls in only harness-workspace; a SandboxWorkspace on bubblewrap")
+    lone = installer.alone("harness-sandbox")
+    (lone.cwd / "source").mkdir(parents=True, exist_ok=True)
+    (lone.cwd / "source" / "note.txt").write_text("from the wheel\n")
+    if not lone.succeeds("python", _PROBES / "sandbox_bubblewrap.py"):
+        raise StageFailure("SandboxWorkspace on bubblewrap from the installed wheel")
+
+
 def _agent_server_alone(installer: Installer, repo: Path) -> None:
     step("agent-server alone: pulls in the chain, agent-server demo runs from the installed wheels")
     lone = installer.alone("agent-server")
@@ -173,6 +182,7 @@ _SMOKES: Final[dict[str, Callable[[Installer, Path], None]]] = {
     "harness-workspace": _workspace_alone,
     "harness-tools": _tools_alone,
     "harness-kernel": _kernel_alone,
+    "harness-sandbox": _sandbox_alone,
     "agent-server": _agent_server_alone,
     "harness-import-boundary": _import_boundary_alone,
     "harness-exit-gate": _exit_gate_alone,
