@@ -8,25 +8,22 @@ one line; with ``HARNESS_REQUIRE_SANDBOX=1`` (CI) a missing engine fails them in
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import secrets
 import shutil
-import signal
 import signal as signals
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import trio
-from sandbox_helpers import git_repository
+from sandbox_helpers import sandbox_factory
 
 from harness_sandbox import (
     SANDBOX_ENGINE_UNAVAILABLE,
@@ -38,11 +35,10 @@ from harness_sandbox import (
     SandboxEnvironment,
     SandboxError,
     SandboxLimits,
-    SandboxWorkspace,
 )
 from harness_sandbox._cgroups import cgroup_parents
-from harness_workspace import AbortController, AbortSignal, Workspace
-from harness_workspace.conformance import CHECKS, LOCAL_PROFILE, WorkspaceCheck, WorkspaceFactory
+from harness_workspace import AbortController, AbortSignal
+from harness_workspace.conformance import CHECKS, LOCAL_PROFILE, WorkspaceCheck
 from harness_workspace.local import (
     WORKSPACE_COMMAND_FAILED_TO_START,
     WORKSPACE_COMMAND_NOT_FOUND,
@@ -420,7 +416,7 @@ trio.run(main)
     # later tests, which count the sandbox uid's processes, do not see it.
     for pid in live_processes(marker=marker):
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signals.SIGKILL)
     await harness.stdout.aclose()
 
 
@@ -744,30 +740,9 @@ async def test_start_fails_when_the_sandbox_uid_cannot_reach_the_copy(engine_cop
 # ---------------------------------------------------------------- the workspace contract
 
 
-def sandbox_workspaces(sources: Path, parent: Path) -> WorkspaceFactory:
-    """``SandboxWorkspace`` on bubblewrap over git sources holding the given files."""
-    names = itertools.count()
-
-    @asynccontextmanager
-    async def open_workspace(files: Mapping[str, bytes]) -> AsyncGenerator[Workspace]:
-        source = git_repository(sources / f"source{next(names)}", files)
-        workspace = await SandboxWorkspace.create(
-            source,
-            engine=BubblewrapEngine(),
-            parent=parent,
-            limits=SandboxLimits(kill_grace_ms=200, max_timeout_ms=60_000),
-        )
-        try:
-            yield workspace
-        finally:
-            await workspace.dispose()
-
-    return open_workspace
-
-
 @pytest.mark.parametrize("check", CHECKS, ids=str)
 async def test_sandbox_workspace_conforms_on_bubblewrap(
     check: WorkspaceCheck, tmp_path: Path, engine_copy: Path
 ) -> None:
     # The copies go next to engine_copy: its parent is reachable by the sandbox's uid.
-    await check.run(sandbox_workspaces(tmp_path, engine_copy.parent), LOCAL_PROFILE)
+    await check.run(sandbox_factory(tmp_path, BubblewrapEngine(), engine_copy.parent), LOCAL_PROFILE)

@@ -4,41 +4,13 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import HostTestEngine, git_repository
+from sandbox_helpers import HostTestEngine, sandbox_factory
 
-from harness_sandbox import DockerEngine, SandboxEngine, SandboxLimits, SandboxWorkspace
-from harness_workspace import Workspace
-from harness_workspace.conformance import CHECKS, LOCAL_PROFILE, WorkspaceCheck, WorkspaceFactory
-
-
-def sandbox_factory(tmp_path: Path, engine: SandboxEngine) -> WorkspaceFactory:
-    """Sandbox workspaces over git sources holding the given files, on ``engine``."""
-    names = itertools.count()
-
-    @asynccontextmanager
-    async def open_workspace(files: Mapping[str, bytes]) -> AsyncGenerator[Workspace]:
-        number = next(names)
-        source = git_repository(tmp_path / f"source{number}", files)
-        parent = tmp_path / f"copies{number}"
-        parent.mkdir()
-        workspace = await SandboxWorkspace.create(
-            source,
-            engine=engine,
-            parent=parent,
-            limits=SandboxLimits(kill_grace_ms=200, max_timeout_ms=60_000),
-        )
-        try:
-            yield workspace
-        finally:
-            await workspace.dispose()
-
-    return open_workspace
+from harness_sandbox import DockerEngine
+from harness_workspace.conformance import CHECKS, LOCAL_PROFILE, WorkspaceCheck
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=str)

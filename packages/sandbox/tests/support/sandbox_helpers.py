@@ -6,13 +6,25 @@ and disposal can be tested without Docker or bubblewrap. It is never shipped.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 
-from harness_sandbox import CommandOutcome, CommandSpec, EnvironmentSpec, SandboxError
+from harness_sandbox import (
+    CommandOutcome,
+    CommandSpec,
+    EnvironmentSpec,
+    SandboxEngine,
+    SandboxError,
+    SandboxLimits,
+    SandboxWorkspace,
+)
 from harness_sandbox._supervise import run_host_process
+from harness_workspace import Workspace
+from harness_workspace.conformance import WorkspaceFactory
 from harness_workspace.local import WORKSPACE_COMMAND_NOT_FOUND, LocalWorkspaceError
 
 
@@ -95,3 +107,33 @@ def git_repository(path: Path, files: Mapping[str, str | bytes]) -> Path:
     ):
         subprocess.run(argv, cwd=path, env=environment, check=True)
     return path
+
+
+def sandbox_factory(sources: Path, engine: SandboxEngine, parent: Path | None = None) -> WorkspaceFactory:
+    """Sandbox workspaces on ``engine`` over git sources (under ``sources``) holding the given files.
+
+    The copies go under ``parent`` (one directory each under ``sources`` when ``None``); an
+    engine that runs commands as another uid needs a parent that uid can reach.
+    """
+    names = itertools.count()
+
+    @asynccontextmanager
+    async def open_workspace(files: Mapping[str, bytes]) -> AsyncGenerator[Workspace]:
+        number = next(names)
+        source = git_repository(sources / f"source{number}", files)
+        copies = parent
+        if copies is None:
+            copies = sources / f"copies{number}"
+            copies.mkdir()
+        workspace = await SandboxWorkspace.create(
+            source,
+            engine=engine,
+            parent=copies,
+            limits=SandboxLimits(kill_grace_ms=200, max_timeout_ms=60_000),
+        )
+        try:
+            yield workspace
+        finally:
+            await workspace.dispose()
+
+    return open_workspace
