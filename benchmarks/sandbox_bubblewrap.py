@@ -21,9 +21,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import trio
+from _sandbox_bench import samples_ms
 
 from harness_sandbox import BubblewrapEngine, CommandSpec, EnvironmentSpec, SandboxLimits
 from harness_sandbox._supervise import run_host_process
@@ -37,17 +38,6 @@ COMMANDS = [
     for label, argv in (("true", ["/usr/bin/true"]), ("python3 -c pass", ["/usr/bin/python3", "-c", "pass"]))
     if os.path.exists(argv[0])
 ]
-
-
-async def timed(function: Callable[[], Awaitable[object]], repeat: int) -> list[float]:
-    for _ in range(3):
-        await function()
-    samples: list[float] = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        await function()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
 
 
 def summary(samples: Sequence[float]) -> tuple[float, float, float]:
@@ -108,11 +98,11 @@ async def main(repeat: int) -> None:
                 )
                 assert outcome.exit_code == 0, outcome
 
-            baseline = summary(await timed(lambda argv=argv: host(argv), repeat))
+            baseline = summary(await samples_ms(lambda argv=argv: host(argv), repeat))
             variants = {
                 "host": baseline,
-                "bwrap only": summary(await timed(lambda argv=argv: host([*bare_bwrap, *argv]), repeat)),
-                "engine": summary(await timed(sandboxed, repeat)),
+                "bwrap only": summary(await samples_ms(lambda argv=argv: host([*bare_bwrap, *argv]), repeat)),
+                "engine": summary(await samples_ms(sandboxed, repeat)),
             }
             for variant, (median, mean, p90) in variants.items():
                 ratio = median / baseline[0]

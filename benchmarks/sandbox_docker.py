@@ -16,7 +16,6 @@ milliseconds per operation (median of the repeats) and ratios:
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import secrets
 import socket
@@ -25,10 +24,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from types import ModuleType
 
 import trio
+from _sandbox_bench import load_build_script, samples_ms
 
 from harness_sandbox import CommandSpec, DockerEngine, EnvironmentSpec, SandboxLimits
 from harness_sandbox._docker import DockerEnvironment
@@ -38,24 +36,8 @@ LIFECYCLE_REPEAT = 8
 UID = 1000
 
 
-def load_build_script() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "packages/sandbox/scripts/build_image.py"
-    spec = importlib.util.spec_from_file_location("harness_sandbox_build_image", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 async def median_ms(function: Callable[[], Awaitable[object]], repeat: int = REPEAT) -> float:
-    await function()
-    samples: list[float] = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        await function()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    return statistics.median(await samples_ms(function, repeat, warmup=1))
 
 
 async def host(*argv: str) -> None:

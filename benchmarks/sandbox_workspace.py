@@ -16,7 +16,6 @@ An engine that is not available here is reported as such and left out.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
+from _sandbox_bench import load_build_script, samples_ms
 
 from harness_sandbox import (
     BubblewrapEngine,
@@ -39,7 +39,6 @@ from harness_sandbox import (
 from harness_workspace import CommandRequest
 from harness_workspace.local import LocalWorkspace
 
-_SCRIPT = Path(__file__).resolve().parent.parent / "packages" / "sandbox" / "scripts" / "build_image.py"
 _GIT = {
     "GIT_AUTHOR_NAME": "b",
     "GIT_AUTHOR_EMAIL": "b@b",
@@ -51,14 +50,7 @@ _COMMANDS = (("true", ("true",)), ("python3 -c pass", ("python3", "-c", "pass"))
 
 async def timed(function: Callable[[], Awaitable[object]], repeat: int) -> float:
     """The median milliseconds of ``repeat`` calls, after three warm-up calls."""
-    for _ in range(3):
-        await function()
-    samples: list[float] = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        await function()
-        samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples)
+    return statistics.median(await samples_ms(function, repeat))
 
 
 def source_tree(directory: Path) -> Path:
@@ -77,11 +69,7 @@ def source_tree(directory: Path) -> Path:
 def engines() -> list[tuple[str, SandboxEngine]]:
     """The engines available here (Docker needs the default image built)."""
     found: list[tuple[str, SandboxEngine]] = []
-    spec = importlib.util.spec_from_file_location("build_image", _SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = load_build_script()
     try:
         image = build.cached_image(build.recipe_hash("debian"))
     except (OSError, subprocess.SubprocessError):
