@@ -218,14 +218,18 @@ class Run:
 
     async def _append_shielded(self, event: Event) -> None:
         """The store call itself; the caller holds the writer lock inside a shielded scope."""
+        await self._store(lambda: self.a.append(event), event.type)
+
+    async def _store(self, call: Callable[[], object], event_type: EventType) -> None:
+        """Make one store call (awaiting what it returns); a failure poisons the run with ``event_type``."""
         if self.poison is not None:
             raise self.poison
         try:
-            result = self.a.append(event)
+            result = call()
             if inspect.isawaitable(result):
                 await result
         except Exception as error:
-            poison = EventAppendError(event.type)
+            poison = EventAppendError(event_type)
             poison.__cause__ = error
             self.poison = poison
             raise poison from error
@@ -246,17 +250,7 @@ class Run:
                         await self._append_shielded(event)
                         self.enqueue(event)
                     return
-                if self.poison is not None:
-                    raise self.poison
-                try:
-                    result = append_many(list(events))
-                    if inspect.isawaitable(result):
-                        await result
-                except Exception as error:
-                    poison = EventAppendError(events[0].type)
-                    poison.__cause__ = error
-                    self.poison = poison
-                    raise poison from error
+                await self._store(lambda: append_many(list(events)), events[0].type)
                 for event in events:
                     self.enqueue(event)
 
