@@ -37,7 +37,7 @@ from harness_sandbox import (
     SandboxLimits,
 )
 from harness_sandbox._cgroups import cgroup_parents
-from harness_workspace import AbortController, AbortSignal
+from harness_workspace import AbortController, AbortSignal, isolation_of
 from harness_workspace.conformance import CHECKS, LOCAL_PROFILE, WorkspaceCheck
 from harness_workspace.local import (
     WORKSPACE_COMMAND_FAILED_TO_START,
@@ -746,3 +746,11 @@ async def test_sandbox_workspace_conforms_on_bubblewrap(
 ) -> None:
     # The copies go next to engine_copy: its parent is reachable by the sandbox's uid.
     await check.run(sandbox_factory(tmp_path, BubblewrapEngine(), engine_copy.parent), LOCAL_PROFILE)
+
+
+async def test_a_sandbox_workspace_on_bubblewrap_declares_itself_sandboxed(
+    tmp_path: Path, engine_copy: Path
+) -> None:
+    factory = sandbox_factory(tmp_path, BubblewrapEngine(), engine_copy.parent)
+    async with factory({"a.txt": b"x"}) as workspace:
+        assert isolation_of(workspace) == "sandboxed"

@@ -32,6 +32,7 @@ EXPECTED = {
     "SandboxError",
     "SandboxLimits",
     "SandboxWorkspace",
+    "is_isolating_engine",
     "WORKSPACE_MOUNT",
     "sweep_leftovers",
 }

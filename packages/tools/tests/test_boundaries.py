@@ -17,6 +17,7 @@ import pytest
 from harness_tools import (
     REVIEWED_WORKSPACE_CAPABILITIES,
     TOOL_EXECUTION_BOUNDARY_INVALID,
+    WORKSPACE_CAPABILITY_ACCESS,
     InvalidToolExecutionBoundaryError,
     PureBoundary,
     SandboxBoundary,
@@ -34,8 +35,14 @@ NOT_AN_OBJECT: Final = "tool execution boundary must be an object"
 UNEXPECTED_PROPERTIES: Final = "tool execution boundary contains unexpected properties"
 KIND_MISSING: Final = "tool execution boundary property kind must be present"
 KIND_UNKNOWN: Final = "tool execution boundary kind is unknown"
-ACCESS_NOT_READ: Final = "workspace tool boundary access must be read"
-CAPABILITY_NOT_REVIEWED: Final = "workspace tool boundary capability must be a reviewed read operation"
+ACCESS_UNKNOWN: Final = "workspace tool boundary access must be read, write or execute"
+CAPABILITY_NOT_REVIEWED: Final = "workspace tool boundary capability must be a reviewed operation"
+
+
+def access_mismatch(expected: str, capability: str) -> str:
+    return f"workspace tool boundary access must be {expected} for {capability}"
+
+
 WORKSPACE_ROOT_INVALID: Final = "workspace tool boundary root must be a nonempty string"
 SANDBOX_ROOT_INVALID: Final = "sandbox tool boundary root must be a nonempty string"
 
@@ -249,7 +256,7 @@ def test_key_set_is_checked_before_field_values() -> None:
 @pytest.mark.parametrize(
     "access",
     [
-        pytest.param("write", id="write"),
+        pytest.param("admin", id="unknown"),
         pytest.param("READ", id="capitalised"),
         pytest.param("read ", id="trailing-space"),
         pytest.param("", id="empty"),
@@ -258,21 +265,37 @@ def test_key_set_is_checked_before_field_values() -> None:
         pytest.param(["read"], id="list"),
     ],
 )
-def test_workspace_boundary_access_must_be_read(access: object) -> None:
-    assert str(refusal(workspace_dict(access=access))) == ACCESS_NOT_READ
+def test_workspace_boundary_access_must_be_read_write_or_execute(access: object) -> None:
+    assert str(refusal(workspace_dict(access=access))) == ACCESS_UNKNOWN
 
 
 def test_access_is_checked_before_capability_and_root() -> None:
-    boundary = workspace_dict(access="write", capability="execute", root="")
+    boundary = workspace_dict(access="delete", capability="dispose", root="")
 
-    assert str(refusal(boundary)) == ACCESS_NOT_READ
+    assert str(refusal(boundary)) == ACCESS_UNKNOWN
+
+
+@pytest.mark.parametrize(
+    ("capability", "access", "expected"),
+    [
+        pytest.param("read_file", "write", "read", id="read-declared-write"),
+        pytest.param("diff", "execute", "read", id="diff-declared-execute"),
+        pytest.param("write_file", "read", "write", id="write-declared-read"),
+        pytest.param("write_file", "execute", "write", id="write-declared-execute"),
+        pytest.param("execute", "read", "execute", id="execute-declared-read"),
+        pytest.param("execute", "write", "execute", id="execute-declared-write"),
+    ],
+)
+def test_access_must_be_the_one_its_capability_declares(capability: str, access: str, expected: str) -> None:
+    # The reviewer states what the operation does; a mismatch means reviewer and code disagree.
+    boundary = workspace_dict(capability=capability, access=access, root="")
+
+    assert str(refusal(boundary)) == access_mismatch(expected, capability)
 
 
 @pytest.mark.parametrize(
     "capability",
     [
-        pytest.param("write_file", id="write_file"),
-        pytest.param("execute", id="execute"),
         pytest.param("dispose", id="dispose"),
         pytest.param("readFile", id="camel-case"),
         pytest.param("READ_FILE", id="upper-case"),
@@ -283,12 +306,12 @@ def test_access_is_checked_before_capability_and_root() -> None:
         pytest.param(("read_file",), id="tuple"),
     ],
 )
-def test_workspace_boundary_capability_must_be_a_reviewed_read_operation(capability: object) -> None:
+def test_workspace_boundary_capability_must_be_a_reviewed_operation(capability: object) -> None:
     assert str(refusal(workspace_dict(capability=capability))) == CAPABILITY_NOT_REVIEWED
 
 
 def test_capability_is_checked_before_root() -> None:
-    assert str(refusal(workspace_dict(capability="write_file", root=None))) == CAPABILITY_NOT_REVIEWED
+    assert str(refusal(workspace_dict(capability="dispose", root=None))) == CAPABILITY_NOT_REVIEWED
 
 
 @pytest.mark.parametrize(
@@ -334,14 +357,19 @@ def test_every_refusal_is_a_typed_tool_error_with_the_boundary_code() -> None:
     ("boundary", "message"),
     [
         pytest.param(
-            WorkspaceBoundary(capability="write_file", root="/r"),  # pyright: ignore[reportArgumentType]
-            CAPABILITY_NOT_REVIEWED,
-            id="workspace-write_file",
+            WorkspaceBoundary(capability="write_file", root="/r"),
+            access_mismatch("write", "write_file"),
+            id="workspace-write_file-without-write-access",
         ),
         pytest.param(
-            WorkspaceBoundary(capability="execute", root="/r"),  # pyright: ignore[reportArgumentType]
+            WorkspaceBoundary(capability="execute", root="/r"),
+            access_mismatch("execute", "execute"),
+            id="workspace-execute-without-execute-access",
+        ),
+        pytest.param(
+            WorkspaceBoundary(capability="dispose", root="/r"),  # pyright: ignore[reportArgumentType]
             CAPABILITY_NOT_REVIEWED,
-            id="workspace-execute",
+            id="workspace-dispose",
         ),
         pytest.param(
             WorkspaceBoundary(capability=StrSubclass("read_file"), root="/r"),  # pyright: ignore[reportArgumentType]
@@ -349,13 +377,13 @@ def test_every_refusal_is_a_typed_tool_error_with_the_boundary_code() -> None:
             id="workspace-str-subclass-capability",
         ),
         pytest.param(
-            WorkspaceBoundary(capability="read_file", root="/r", access="write"),  # pyright: ignore[reportArgumentType]
-            ACCESS_NOT_READ,
+            WorkspaceBoundary(capability="read_file", root="/r", access="write"),
+            access_mismatch("read", "read_file"),
             id="workspace-write-access",
         ),
         pytest.param(
-            WorkspaceBoundary(capability="dispose", root="", access="write"),  # pyright: ignore[reportArgumentType]
-            ACCESS_NOT_READ,
+            WorkspaceBoundary(capability="dispose", root="", access="delete"),  # pyright: ignore[reportArgumentType]
+            ACCESS_UNKNOWN,
             id="workspace-access-checked-first",
         ),
         pytest.param(
@@ -396,14 +424,15 @@ def test_pure_record_is_accepted() -> None:
 @pytest.mark.parametrize("capability", sorted(REVIEWED_WORKSPACE_CAPABILITIES))
 def test_workspace_record_with_each_reviewed_capability_is_accepted(capability: str) -> None:
     tool = note_tool()
-    record = WorkspaceBoundary(capability=capability, root="/srv")  # pyright: ignore[reportArgumentType]
+    access = WORKSPACE_CAPABILITY_ACCESS[capability]
+    record = WorkspaceBoundary(capability=capability, root="/srv", access=access)  # pyright: ignore[reportArgumentType]
 
     create_bounded_tool(tool, record)
 
     boundary = get_tool_execution_boundary(tool)
-    assert boundary == WorkspaceBoundary(capability=capability, root="/srv")  # pyright: ignore[reportArgumentType]
+    assert boundary == record
     assert isinstance(boundary, WorkspaceBoundary)
-    assert boundary.access == "read"
+    assert boundary.access == access
 
 
 def test_sandbox_record_is_accepted() -> None:
@@ -414,8 +443,16 @@ def test_sandbox_record_is_accepted() -> None:
     assert get_tool_execution_boundary(tool) == SandboxBoundary(root="/sandbox")
 
 
-def test_reviewed_capabilities_are_the_four_read_operations() -> None:
-    assert set(REVIEWED_WORKSPACE_CAPABILITIES) == {"read_file", "list_files", "diff", "snapshot"}
+def test_reviewed_capabilities_are_every_operation_but_dispose_each_with_its_access() -> None:
+    assert dict(WORKSPACE_CAPABILITY_ACCESS) == {
+        "read_file": "read",
+        "list_files": "read",
+        "diff": "read",
+        "snapshot": "read",
+        "write_file": "write",
+        "execute": "execute",
+    }
+    assert set(REVIEWED_WORKSPACE_CAPABILITIES) == set(WORKSPACE_CAPABILITY_ACCESS)
 
 
 # ------------------------------------------------------------------ dict inputs are normalised

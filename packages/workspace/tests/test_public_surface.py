@@ -15,6 +15,7 @@ import harness_workspace
 EXPECTED_NAMES = {
     "WORKSPACE_CAPABILITIES",
     "WORKSPACE_CONTRACT_VERSION",
+    "WORKSPACE_ISOLATION_REQUIRED",
     "WORKSPACE_OPERATION_MALFORMED",
     "WORKSPACE_OPERATION_REQUIRED",
     "WORKSPACE_OPERATION_UNKNOWN",
@@ -37,6 +38,7 @@ EXPECTED_NAMES = {
     "Workspace",
     "WorkspaceCapability",
     "WorkspaceEscapesRootError",
+    "WorkspaceIsolation",
     "WorkspaceOperationError",
     "WorkspaceOperationMalformedError",
     "WorkspaceOperationRequiredError",
@@ -48,7 +50,9 @@ EXPECTED_NAMES = {
     "WriteFileRequest",
     "__version__",
     "bind_workspace",
+    "declare_isolation",
     "invoke_workspace_operation",
+    "isolation_of",
     "move_on_abort",
     "open_workspace",
     "restrict_workspace",
@@ -56,6 +60,8 @@ EXPECTED_NAMES = {
 
 EXPECTED_SIGNATURES = {
     "bind_workspace": "(value: 'object') -> 'Workspace'",
+    "declare_isolation": "(workspace: 'W', isolation: 'WorkspaceIsolation') -> 'W'",
+    "isolation_of": "(workspace: 'object') -> 'WorkspaceIsolation | None'",
     "restrict_workspace": "(value: 'object', capability: 'str') -> 'Workspace'",
     "invoke_workspace_operation": "(workspace: 'object', request: 'object') -> 'object'",
     "open_workspace": "(root: 'str | os.PathLike[str]') -> 'WorkspacePathScope'",

@@ -8,21 +8,38 @@ when the sandbox cannot be made.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pytest
 import trio
-from sandbox_helpers import HostTestEngine
+from sandbox_helpers import HostTestEngine, engine_unavailable_reason
 
 from agent_server import ServerConfig, ToolProviderContext
 from agent_server._cli import _parser as parser  # pyright: ignore[reportPrivateUsage]
 from agent_server._cli import build_config
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
-from harness_sandbox import SANDBOX_ENGINE_UNAVAILABLE, SandboxError, SandboxLimits
-from harness_tools import Tool, create_read_file_tool
+from harness_sandbox import (
+    SANDBOX_ENGINE_UNAVAILABLE,
+    SANDBOX_UID,
+    BubblewrapEngine,
+    SandboxError,
+    SandboxLimits,
+)
+from harness_tools import (
+    Tool,
+    ToolExecutionContext,
+    ToolPermissionIntent,
+    WorkspaceBoundary,
+    create_bounded_tool,
+    create_read_file_tool,
+    create_tool,
+)
+from harness_workspace import CommandResult, invoke_workspace_operation
 
 if TYPE_CHECKING:
     from conftest import ServerFactory
@@ -48,6 +65,91 @@ def tool_results(notes: list[JsonObject]) -> list[JsonObject]:
 
 async def new_session(client: AcpClient) -> str:
     return (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+
+
+class _Run(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    argv: list[str]
+
+
+async def _run(params: _Run, context: ToolExecutionContext | None = None) -> dict[str, object]:
+    assert context is not None
+    result = await invoke_workspace_operation(
+        context.workspace, {"operation": "execute", "command": {"argv": params.argv}}
+    )
+    assert isinstance(result, CommandResult)
+    return {"exitCode": result.exit_code, "stdout": result.stdout}
+
+
+def command_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
+    """One tool with execute access, rooted at the session's workspace."""
+    tool = create_tool(
+        name="run",
+        description="run a command",
+        parameters=_Run,
+        execute=_run,
+        authorization=lambda p: ToolPermissionIntent(
+            action="process.exec", subject=" ".join(p.argv), scope="once"
+        ),
+    )
+    boundary = WorkspaceBoundary(capability="execute", access="execute", root=context.workspace)
+    return [create_bounded_tool(tool, boundary)]
+
+
+@pytest.fixture(scope="module")
+def bubblewrap() -> BubblewrapEngine:
+    """The bubblewrap engine; one skip line without it (a failure under HARNESS_REQUIRE_SANDBOX=1)."""
+    engine = BubblewrapEngine()
+    reason = trio.run(engine_unavailable_reason, engine)
+    if reason is not None:
+        if os.environ.get("HARNESS_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"HARNESS_REQUIRE_SANDBOX=1 and the bubblewrap engine is unavailable: {reason}")
+        pytest.skip(f"bubblewrap engine unavailable: {reason} (apt-get install bubblewrap)")
+    return engine
+
+
+async def test_a_command_tool_is_admitted_on_an_isolated_sandbox_and_runs_inside_it(
+    running: ServerFactory, bubblewrap: BubblewrapEngine
+) -> None:
+    argv = ["sh", "-c", "echo made > made.txt && cat made.txt && id -u && test ! -e /root"]
+    model = FakeModel(
+        [ScriptedTurn(tool_calls=[ToolCall("call-0", "run", {"argv": argv})]), ScriptedTurn(content="done")]
+    )
+    options: dict[str, Any] = {"models": {"fake-model/v1": lambda: model}, "tools": command_tools}
+    async with (
+        running(workspace_adapter="sandbox", sandbox_engine=bubblewrap, **options) as handle,
+        handle.connect() as client,
+    ):
+        await client.initialize()
+        result, notes = await client.prompt(await new_session(client), "run it")
+        assert result["status"] == "completed"
+        (ran,) = tool_results(notes)
+        assert ran["ok"] is True
+        assert ran["output"]["exitCode"] == 0
+        # Written in the sandbox's copy, by the sandbox's own uid, which sees no host /root.
+        made, uid = ran["output"]["stdout"].splitlines()
+        assert made == "made"
+        assert int(uid) == (SANDBOX_UID if os.geteuid() == 0 else os.getuid())
+    assert not (running.workspace / "made.txt").exists()
+
+
+@pytest.mark.parametrize("adapter", ["local", "sandbox over a host engine"])
+async def test_a_command_tool_is_refused_at_session_new_without_isolation(
+    running: ServerFactory, adapter: str
+) -> None:
+    options: dict[str, Any] = {"tools": command_tools}
+    if adapter == "local":
+        options["workspace_adapter"] = "local"
+    else:
+        options |= {"workspace_adapter": "sandbox", "sandbox_engine": HostTestEngine()}
+    async with running(**options) as handle, handle.connect() as client:
+        await client.initialize()
+        with pytest.raises(AcpClientError) as refused:
+            await new_session(client)
+        assert refused.value.code == -32602
+        assert refused.value.message == (
+            'tool "run" is not safe for agent-server host execution:'
+            " a tool with execute access needs an isolated workspace (a sandbox adapter)"
+        )
 
 
 async def test_each_session_works_on_its_own_copy_which_is_gone_after_the_session(

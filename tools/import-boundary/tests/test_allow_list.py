@@ -98,6 +98,9 @@ VERDICTS = [
     ("trio.socket", REFUSED),
     ("harness_workspace", NAMESPACE),
     ("harness_workspace.Workspace", ALLOWED),
+    ("harness_workspace.isolation_of", ALLOWED),
+    # Only hosts and adapters declare a workspace isolated: reading it is all kernel and tools may.
+    ("harness_workspace.declare_isolation", REFUSED),
     ("harness_workspace.local", REFUSED),
     ("harness_workspace._local_process", REFUSED),
     # what is simply not there
@@ -283,7 +286,8 @@ def test_the_workspace_contract_is_allowed_name_by_name_and_nothing_else_of_it()
     workspace = importlib.import_module("harness_workspace")
     allowed = {entry.split(".", 1)[1] for entry in DEFAULT_ALLOW if entry.startswith("harness_workspace.")}
 
-    assert allowed == set(workspace.__all__)
+    # Everything public but the one host-side act: declaring a workspace isolated.
+    assert allowed == set(workspace.__all__) - {"declare_isolation"}
     assert DEFAULTS.classify("harness_workspace.local.LocalWorkspace") is REFUSED
 
 

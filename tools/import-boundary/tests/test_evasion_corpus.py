@@ -462,6 +462,13 @@ FORMS: Final[dict[str, Form]] = {
         """
     ),
     "a private module of harness_workspace": static("from harness_workspace import _local_process\n"),
+    "declaring a workspace isolated": static(
+        "from harness_workspace import MemoryWorkspace, declare_isolation\n"
+        "declare_isolation(MemoryWorkspace(), 'sandboxed')\n"
+    ),
+    "declaring a workspace isolated through the package": static(
+        "import harness_workspace\nharness_workspace.declare_isolation(object(), 'unsafe-host')\n"
+    ),
     "agent_server": static("import agent_server\n"),
     "harness_exit_gate": static("import harness_exit_gate\n"),
     "a relative import out of a shim package": static(

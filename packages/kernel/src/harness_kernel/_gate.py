@@ -33,7 +33,7 @@ from harness_tools import (
     is_advertised,
 )
 from harness_tools import get_tool_execution_boundary as boundary_of
-from harness_workspace import Workspace, restrict_workspace
+from harness_workspace import Workspace, isolation_of, restrict_workspace
 
 __all__ = [
     "DecideCallable",
@@ -79,7 +79,11 @@ class ToolDefinitionError(ValueError):
 
 
 def tool_definitions(
-    tools: Iterable[Tool[Any]], *, workspace_injected: bool, profile: AdmissionProfile
+    tools: Iterable[Tool[Any]],
+    *,
+    workspace_injected: bool,
+    profile: AdmissionProfile,
+    effects_admitted: bool = False,
 ) -> tuple[ToolDefinition, ...] | None:
     """The definitions a model is shown, in registry order (``None`` when there are none).
 
@@ -92,7 +96,10 @@ def tool_definitions(
     """
     definitions: list[ToolDefinition] = []
     for tool in tools:
-        if not is_advertised(tool, workspace_injected=workspace_injected, profile=profile):
+        shown = is_advertised(
+            tool, workspace_injected=workspace_injected, effects_admitted=effects_admitted, profile=profile
+        )
+        if not shown:
             continue
         schema: object = tool.input_schema if tool.input_schema is not None else {"type": "object"}
         try:
@@ -219,7 +226,9 @@ class ToolGate:
     """The gate of one run: its workspace, its permission controller and its run-scoped grants.
 
     Args:
-        workspace: The bound workspace of the run, or ``None``.
+        workspace: The bound workspace of the run, or ``None``. Tools with ``write`` or
+            ``execute`` access run only when trusted outer code declared it isolated
+            (``harness_workspace.isolation_of``); the declaration is read here, once.
         decide: The controller's ``decide``, or ``None`` without a controller.
         profile: ``runtime`` for ``MinimalAgentRuntime``, ``legacy`` for ``run_agent``: it
             prefixes rule ids (``runtime.`` / ``kernel.``) and selects the admission table's
@@ -230,6 +239,7 @@ class ToolGate:
         self, *, workspace: Workspace | None, decide: DecideCallable | None, profile: AdmissionProfile
     ) -> None:
         self._workspace = workspace
+        self._effects_admitted = workspace is not None and isolation_of(workspace) is not None
         self._decide = decide
         self.profile: Final = profile
         self._prefix = _RULE_PREFIX[profile]
@@ -243,6 +253,7 @@ class ToolGate:
             tool,
             workspace_injected=self._workspace is not None,
             controller=self._decide is not None,
+            effects_admitted=self._effects_admitted,
             profile=self.profile,
         )
 

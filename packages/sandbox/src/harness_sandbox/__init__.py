@@ -34,7 +34,12 @@ from harness_sandbox._errors import (
     SandboxError,
 )
 from harness_sandbox._limits import SandboxLimits
-from harness_sandbox._workspace import SANDBOX_ENVIRONMENT, SANDBOX_UID, SandboxWorkspace
+from harness_sandbox._workspace import (
+    SANDBOX_ENVIRONMENT,
+    SANDBOX_UID,
+    SandboxWorkspace,
+    is_isolating_engine,
+)
 
 __all__ = [
     "DEFAULT_DENY",
@@ -61,5 +66,6 @@ __all__ = [
     "SandboxError",
     "SandboxLimits",
     "SandboxWorkspace",
+    "is_isolating_engine",
     "sweep_leftovers",
 ]

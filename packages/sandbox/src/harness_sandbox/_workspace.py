@@ -20,12 +20,20 @@ from typing import Final
 
 import trio
 
+from harness_sandbox._bubblewrap import BubblewrapEngine
 from harness_sandbox._copy import DEFAULT_DENY, CopyReport, DeniedPolicy, copy_tree, remove_tree, tree_bytes
 from harness_sandbox._disk import ceiling_available, mount_ceiling, unmount_ceiling
+from harness_sandbox._docker import DockerEngine
 from harness_sandbox._engine import CommandSpec, EnvironmentSpec, SandboxEngine, SandboxEnvironment
 from harness_sandbox._errors import SANDBOX_COPY_FAILED, SANDBOX_DISK_LIMIT, SandboxError
 from harness_sandbox._limits import SandboxLimits
-from harness_workspace import CommandRequest, CommandResult, WorkspaceOperationError, WorkspaceSnapshot
+from harness_workspace import (
+    CommandRequest,
+    CommandResult,
+    WorkspaceOperationError,
+    WorkspaceSnapshot,
+    declare_isolation,
+)
 from harness_workspace.local import (
     WORKSPACE_COMMAND_ABORTED,
     WORKSPACE_COMMAND_FAILED_TO_START,
@@ -47,6 +55,17 @@ SANDBOX_ENVIRONMENT: Final[dict[str, str]] = {
 """The whole environment of a command inside: nothing of the host process reaches it."""
 _COPY_NAME: Final = "workspace"
 
+_ISOLATING_ENGINES: Final = (DockerEngine, BubblewrapEngine)
+
+
+def is_isolating_engine(engine: object) -> bool:
+    """Whether this package vouches for ``engine``'s isolation: a shipped engine, by exact type.
+
+    A ``SandboxWorkspace`` on such an engine declares itself ``sandboxed``; a subclass or any
+    other engine may weaken the fences, so it is not vouched for.
+    """
+    return type(engine) in _ISOLATING_ENGINES
+
 
 @dataclass(frozen=True, slots=True)
 class _Copy:
@@ -62,9 +81,12 @@ class _Copy:
 class SandboxWorkspace:
     """A :class:`~harness_workspace.Workspace` whose commands run in an isolated, disposable environment.
 
-    Build one with :meth:`create`. It is *isolated*: the launch boundary that constructs it
-    (a server, an operator's script) may admit file-writing and command tools on it without
-    a host opt-in; nothing a model sends can make a workspace one.
+    Build one with :meth:`create`. On the shipped engines (:class:`DockerEngine`,
+    :class:`BubblewrapEngine`) it declares itself ``sandboxed``
+    (``harness_workspace.isolation_of``), so the tool layer admits file-writing and command
+    tools on it without a host opt-in; nothing a model sends can make a workspace isolated.
+    On any other engine it declares nothing: whoever chose that engine vouches for it, or not,
+    with ``harness_workspace.declare_isolation``.
     """
 
     def __init__(
@@ -159,7 +181,7 @@ class SandboxWorkspace:
                     lambda: _remove_copy(copy.home, copy.path, ceiling=copy.ceiling, keep=False)
                 )
             raise
-        return cls(
+        workspace = cls(
             copy=copy,
             local=local,
             environment=environment,
@@ -167,6 +189,9 @@ class SandboxWorkspace:
             limits=chosen,
             retain=retain,
         )
+        if is_isolating_engine(engine):
+            declare_isolation(workspace, "sandboxed")
+        return workspace
 
     # -- what the operator may ask --------------------------------------------------
 

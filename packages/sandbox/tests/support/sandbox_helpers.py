@@ -9,11 +9,13 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
+import tempfile
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from harness_sandbox import (
+    SANDBOX_ENGINE_UNAVAILABLE,
     CommandOutcome,
     CommandSpec,
     EnvironmentSpec,
@@ -137,3 +139,16 @@ def sandbox_factory(sources: Path, engine: SandboxEngine, parent: Path | None = 
             await workspace.dispose()
 
     return open_workspace
+
+
+async def engine_unavailable_reason(engine: SandboxEngine) -> str | None:
+    """Why ``engine`` cannot make a SandboxWorkspace here (one line), or ``None`` when it can."""
+    with tempfile.TemporaryDirectory() as source:
+        try:
+            workspace = await SandboxWorkspace.create(source, engine=engine)
+        except SandboxError as error:
+            if error.code != SANDBOX_ENGINE_UNAVAILABLE:
+                raise
+            return " ".join(error.message.split())
+        await workspace.dispose()
+    return None

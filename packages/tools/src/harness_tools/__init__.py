@@ -13,11 +13,13 @@ from harness_tools._admission import (
     admission_refusal,
     call_rule,
     is_advertised,
+    is_effect_tool,
     tool_kind,
 )
 from harness_tools._arguments import ArgumentLimits, parse_tool_arguments
 from harness_tools._boundaries import (
     REVIEWED_WORKSPACE_CAPABILITIES,
+    WORKSPACE_CAPABILITY_ACCESS,
     PureBoundary,
     SandboxBoundary,
     ToolExecutionBoundary,
@@ -67,6 +69,7 @@ __all__ = [
     "TOOL_WORKSPACE_READ_FAILED",
     "TOOL_WORKSPACE_TOO_LARGE",
     "WORKSPACE_ADAPTER_REQUIRED",
+    "WORKSPACE_CAPABILITY_ACCESS",
     "WORKSPACE_PATH_MAX_CHARS",
     "WORKSPACE_ROOT_PATH",
     "WORKSPACE_SEGMENT_MAX_BYTES",
@@ -99,6 +102,7 @@ __all__ = [
     "create_tool",
     "get_tool_execution_boundary",
     "is_advertised",
+    "is_effect_tool",
     "parse_tool_arguments",
     "schema_for_parameters",
     "tool_kind",

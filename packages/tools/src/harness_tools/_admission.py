@@ -9,7 +9,12 @@ agent server at ``session/new`` (agent-server.md §5.2).
 - **workspace**: advertised when a workspace is injected; a call is refused without one
   (``workspace_required``) or without a controller (``permission_required``), else the
   controller decides; a server admits it only with a workspace adapter whose root is the
-  boundary's root.
+  boundary's root. A workspace tool whose boundary declares ``write`` or ``execute`` access
+  (an *effect* tool) also needs the workspace to be declared isolated by trusted outer code
+  (``harness_workspace.isolation_of``, issue #17): without that it is not advertised, a call
+  is refused (``isolation_required``, code ``WORKSPACE_ISOLATION_REQUIRED``) before the
+  controller is asked, and a server does not admit it. The declaration lives on the
+  workspace object, never in data a model writes, so a model cannot forge it.
 - **sandbox**: never advertised, every call refused (``reviewed_boundaries_only``), never
   admitted: no host runs sandbox-bound tools yet.
 - **unreviewed** (no boundary): as sandbox.
@@ -33,6 +38,7 @@ from harness_tools._boundaries import (
     get_tool_execution_boundary,
 )
 from harness_tools._model import Tool
+from harness_workspace import WORKSPACE_ISOLATION_REQUIRED
 
 __all__ = [
     "WORKSPACE_ADAPTER_REQUIRED",
@@ -42,6 +48,7 @@ __all__ = [
     "admission_refusal",
     "call_rule",
     "is_advertised",
+    "is_effect_tool",
     "tool_kind",
 ]
 
@@ -73,18 +80,37 @@ def _kind_of(boundary: ToolExecutionBoundary | None) -> ToolKind:
     return "unreviewed"
 
 
+def is_effect_tool(tool: Tool[Any]) -> bool:
+    """Whether ``tool`` is a workspace tool that writes or runs commands (``write``/``execute`` access)."""
+    return _effectful(get_tool_execution_boundary(tool))
+
+
+def _effectful(boundary: ToolExecutionBoundary | None) -> bool:
+    return type(boundary) is WorkspaceBoundary and boundary.access != "read"
+
+
 def _runs_like_pure(kind: ToolKind, profile: AdmissionProfile) -> bool:
     return kind == "pure" or (kind == "unreviewed" and profile == "legacy")
 
 
 def is_advertised(
-    tool: Tool[Any], *, workspace_injected: bool, profile: AdmissionProfile = "runtime"
+    tool: Tool[Any],
+    *,
+    workspace_injected: bool,
+    effects_admitted: bool = False,
+    profile: AdmissionProfile = "runtime",
 ) -> bool:
-    """Whether the model is shown ``tool``'s definition (a model may still name any tool)."""
+    """Whether the model is shown ``tool``'s definition (a model may still name any tool).
+
+    ``effects_admitted``: the injected workspace is declared isolated, so effect tools apply.
+    """
     if profile == "legacy":
         return True
-    kind = tool_kind(tool)
-    return kind == "pure" or (kind == "workspace" and workspace_injected)
+    boundary = get_tool_execution_boundary(tool)
+    kind = _kind_of(boundary)
+    if kind == "workspace":
+        return workspace_injected and (effects_admitted or not _effectful(boundary))
+    return kind == "pure"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +130,30 @@ class CallRule:
 
 
 def call_rule(
-    tool: Tool[Any], *, workspace_injected: bool, controller: bool, profile: AdmissionProfile = "runtime"
+    tool: Tool[Any],
+    *,
+    workspace_injected: bool,
+    controller: bool,
+    effects_admitted: bool = False,
+    profile: AdmissionProfile = "runtime",
 ) -> CallRule:
-    """Rows 1-4 of the decision table (kernel.md §8.7) for ``tool`` in this host configuration."""
-    kind = tool_kind(tool)
+    """Rows 1-4 of the decision table (kernel.md §8.7) for ``tool`` in this host configuration.
+
+    ``effects_admitted``: the injected workspace is declared isolated (row 1b).
+    """
+    boundary = get_tool_execution_boundary(tool)
+    kind = _kind_of(boundary)
     if kind == "workspace":
         if not workspace_injected:
             reason = f"tool {tool.name} requires an injected workspace capability"
             return CallRule(("m8.workspace_required", reason, "WORKSPACE_OPERATION_REQUIRED"), policed=False)
+        if _effectful(boundary) and not effects_admitted:
+            assert type(boundary) is WorkspaceBoundary
+            reason = (
+                f"tool {tool.name} has {boundary.access} access and needs a workspace declared isolated;"
+                " this workspace is not"
+            )
+            return CallRule(("isolation_required", reason, WORKSPACE_ISOLATION_REQUIRED), policed=False)
         if not controller:
             reason = "workspace effects require an injected permission controller"
             return CallRule(("m8.permission_required", reason, "TOOL_PERMISSION_REQUIRED"), policed=False)
@@ -122,7 +164,11 @@ def call_rule(
 
 
 def admission_refusal(
-    tool: Tool[Any], *, session_root: str | None, resolve_root: Callable[[str], str | None]
+    tool: Tool[Any],
+    *,
+    session_root: str | None,
+    resolve_root: Callable[[str], str | None],
+    effects_admitted: bool = False,
 ) -> str | None:
     """Why a server may not offer ``tool`` in a session, or ``None`` when it may.
 
@@ -132,6 +178,8 @@ def admission_refusal(
             ``None`` without one.
         resolve_root: The host's resolution of a boundary root (``None`` when it does not
             exist); a workspace tool is admitted only when its root resolves to ``session_root``.
+        effects_admitted: Whether the session's adapter is declared isolated (a sandbox), so
+            that a tool with ``write`` or ``execute`` access may be admitted.
 
     Returns:
         ``None``, or the reason, as the server's refusal message states it (agent-server.md
@@ -148,7 +196,11 @@ def admission_refusal(
         resolved = resolve_root(boundary.root)
         if resolved is None:
             return "workspace boundary does not exist"
-        return None if resolved == session_root else "workspace boundary does not match this session"
+        if resolved != session_root:
+            return "workspace boundary does not match this session"
+        if _effectful(boundary) and not effects_admitted:
+            return f"a tool with {boundary.access} access needs an isolated workspace (a sandbox adapter)"
+        return None
     if kind == "sandbox":
         return "sandbox-bound tools need a sandbox host, which this server does not have"
     return "no reviewed execution boundary"

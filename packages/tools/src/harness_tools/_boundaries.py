@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
@@ -12,6 +14,7 @@ from harness_tools._model import Tool
 
 __all__ = [
     "REVIEWED_WORKSPACE_CAPABILITIES",
+    "WORKSPACE_CAPABILITY_ACCESS",
     "PureBoundary",
     "SandboxBoundary",
     "ToolExecutionBoundary",
@@ -22,8 +25,25 @@ __all__ = [
 
 P = TypeVar("P")
 
-REVIEWED_WORKSPACE_CAPABILITIES: Final = frozenset({"read_file", "list_files", "diff", "snapshot"})
-"""The workspace operations a model-facing tool may be granted at M8: reads only."""
+WORKSPACE_CAPABILITY_ACCESS: Final[Mapping[str, Literal["read", "write", "execute"]]] = MappingProxyType(
+    {
+        "read_file": "read",
+        "list_files": "read",
+        "diff": "read",
+        "snapshot": "read",
+        "write_file": "write",
+        "execute": "execute",
+    }
+)
+"""Each workspace operation a model-facing tool may be granted, with the access it declares.
+
+Reads run on any injected workspace. ``write`` and ``execute`` change or run things, so the
+admission table lets them act only on a workspace declared isolated (issue #17;
+``harness_workspace.isolation_of``). ``dispose`` is never granted to a tool.
+"""
+
+REVIEWED_WORKSPACE_CAPABILITIES: Final = frozenset(WORKSPACE_CAPABILITY_ACCESS)
+"""The workspace operations a model-facing tool may be granted (every one but ``dispose``)."""
 
 
 class PureBoundary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -33,15 +53,18 @@ class PureBoundary(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class WorkspaceBoundary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The tool reads through one reviewed workspace operation under ``root``.
+    """The tool acts through one reviewed workspace operation under ``root``.
 
-    ``root`` is review metadata kept verbatim, never a path the tool opens.
+    ``access`` is the reviewer's statement of what the operation does and must match it
+    (:data:`WORKSPACE_CAPABILITY_ACCESS`): a tool that writes says ``write``, one that runs
+    commands says ``execute``; it is never inferred. ``root`` is review metadata kept
+    verbatim, never a path the tool opens.
     """
 
     kind: ClassVar[Literal["workspace"]] = "workspace"
-    capability: Literal["read_file", "list_files", "diff", "snapshot"]
+    capability: Literal["read_file", "list_files", "diff", "snapshot", "write_file", "execute"]
     root: str
-    access: Literal["read"] = "read"
+    access: Literal["read", "write", "execute"] = "read"
 
 
 class SandboxBoundary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -53,6 +76,8 @@ class SandboxBoundary(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 ToolExecutionBoundary: TypeAlias = PureBoundary | WorkspaceBoundary | SandboxBoundary
 """Any validated execution boundary record."""
+
+_ACCESSES: Final = frozenset({"read", "write", "execute"})
 
 _KEY_SETS: Final[dict[str, frozenset[str]]] = {
     "pure": frozenset({"kind"}),
@@ -112,14 +137,17 @@ def validate_boundary(boundary: object) -> ToolExecutionBoundary:
     root = fields["root"]
     if kind == "workspace":
         access = fields["access"]
-        if type(access) is not str or access != "read":
-            raise _fail("workspace tool boundary access must be read")
+        if type(access) is not str or access not in _ACCESSES:
+            raise _fail("workspace tool boundary access must be read, write or execute")
         capability = fields["capability"]
         if type(capability) is not str or capability not in REVIEWED_WORKSPACE_CAPABILITIES:
-            raise _fail("workspace tool boundary capability must be a reviewed read operation")
+            raise _fail("workspace tool boundary capability must be a reviewed operation")
+        declared = WORKSPACE_CAPABILITY_ACCESS[capability]
+        if declared != access:
+            raise _fail(f"workspace tool boundary access must be {declared} for {capability}")
         if type(root) is not str or not root:
             raise _fail("workspace tool boundary root must be a nonempty string")
-        return WorkspaceBoundary(capability=capability, root=root)  # type: ignore[arg-type]
+        return WorkspaceBoundary(capability=capability, root=root, access=access)  # type: ignore[arg-type]
     if type(root) is not str or not root:
         raise _fail("sandbox tool boundary root must be a nonempty string")
     return SandboxBoundary(root=root)

@@ -23,6 +23,12 @@ from harness_workspace._errors import (
     WorkspaceOperationUnknownError,
     WorkspaceOperationUnsupportedError,
 )
+from harness_workspace._isolation import (
+    WORKSPACE_ISOLATION_REQUIRED,
+    WorkspaceIsolation,
+    declare_isolation,
+    isolation_of,
+)
 from harness_workspace._memory import CommandHandler, MemoryWorkspace
 from harness_workspace._scope import WorkspacePathScope, open_workspace
 from harness_workspace._signals import AbortController, AbortSignal, move_on_abort
@@ -50,6 +56,7 @@ from harness_workspace.local._errors import LocalWorkspaceError
 __all__ = [
     "WORKSPACE_CAPABILITIES",
     "WORKSPACE_CONTRACT_VERSION",
+    "WORKSPACE_ISOLATION_REQUIRED",
     "WORKSPACE_OPERATION_MALFORMED",
     "WORKSPACE_OPERATION_REQUIRED",
     "WORKSPACE_OPERATION_UNKNOWN",
@@ -72,6 +79,7 @@ __all__ = [
     "Workspace",
     "WorkspaceCapability",
     "WorkspaceEscapesRootError",
+    "WorkspaceIsolation",
     "WorkspaceOperationError",
     "WorkspaceOperationMalformedError",
     "WorkspaceOperationRequiredError",
@@ -83,7 +91,9 @@ __all__ = [
     "WriteFileRequest",
     "__version__",
     "bind_workspace",
+    "declare_isolation",
     "invoke_workspace_operation",
+    "isolation_of",
     "move_on_abort",
     "open_workspace",
     "restrict_workspace",

@@ -16,6 +16,7 @@ from harness_workspace._errors import (
     WorkspaceOperationUnsupportedError,
 )
 from harness_workspace._exact import is_awaitable
+from harness_workspace._isolation import inherit_isolation
 from harness_workspace._types import (
     WORKSPACE_CAPABILITIES,
     CommandRequest,
@@ -62,7 +63,8 @@ async def _settle(result: object) -> object:
 class _FrozenWorkspace:
     """Shared behaviour of the two frozen workspace objects this module makes."""
 
-    __slots__ = ("_methods",)
+    # ``__weakref__``: an isolation attestation (``_isolation``) refers to a facade weakly.
+    __slots__ = ("__weakref__", "_methods")
 
     _methods: tuple[_Method, ...]  # in canonical order
 
@@ -134,6 +136,7 @@ def _bind(value: object) -> _BoundWorkspace | _WorkspaceView:
         return value  # already frozen and bound
     facade = object.__new__(_BoundWorkspace)
     object.__setattr__(facade, "_methods", _capture(value))
+    inherit_isolation(facade, value)
     return facade
 
 
@@ -241,6 +244,7 @@ def restrict_workspace(value: object, capability: str) -> Workspace:
     set_field(view, "_bound", bound)
     set_field(view, "_granted", capability)
     set_field(view, "_methods", tuple(getattr(view, name) for name in WORKSPACE_CAPABILITIES))
+    inherit_isolation(view, bound)
     return view
 
 

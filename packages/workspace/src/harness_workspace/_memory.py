@@ -18,6 +18,7 @@ from typing import Final
 import trio
 
 from harness_workspace._errors import WorkspaceOperationUnsupportedError
+from harness_workspace._isolation import declare_isolation
 from harness_workspace._types import CommandRequest, CommandResult, WorkspaceSnapshot
 
 __all__ = ["CommandHandler", "MemoryWorkspace"]
@@ -63,6 +64,9 @@ class MemoryWorkspace:
         self._disposed = False
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         """Every call received, in order, as ``(operation, arguments)``."""
+        if type(self) is MemoryWorkspace:
+            # A subclass may add host effects of its own, so only the class itself vouches.
+            declare_isolation(self, "in-memory")
 
     @property
     def files(self) -> dict[str, str]:

@@ -22,7 +22,11 @@ def _resolved_root(root: str) -> str | None:
 
 
 def admit_tools(
-    tools: Iterable[Tool[Any]], workspace: str, *, workspace_adapter: bool = False
+    tools: Iterable[Tool[Any]],
+    workspace: str,
+    *,
+    workspace_adapter: bool = False,
+    effects_admitted: bool = False,
 ) -> ToolRegistry:
     """Admit every offered tool or refuse the whole session.
 
@@ -33,6 +37,8 @@ def admit_tools(
         workspace: The session workspace's canonical path.
         workspace_adapter: Whether the session gets an operational workspace adapter over
             ``workspace``; only then are workspace tools rooted there admitted.
+        effects_admitted: Whether that adapter is declared isolated (a sandbox on a shipped
+            engine); only then are tools with ``write`` or ``execute`` access admitted.
 
     Raises:
         AcpError: ``-32602`` for a duplicate name or a refused tool.
@@ -44,7 +50,9 @@ def admit_tools(
         if tool.name in names:
             raise InvalidParamsError(f'tool "{tool.name}" is offered twice')
         names.add(tool.name)
-        reason = admission_refusal(tool, session_root=session_root, resolve_root=_resolved_root)
+        reason = admission_refusal(
+            tool, session_root=session_root, resolve_root=_resolved_root, effects_admitted=effects_admitted
+        )
         if reason is not None:
             message = f'tool "{tool.name}" is not safe for agent-server host execution: {reason}'
             raise InvalidParamsError(message)

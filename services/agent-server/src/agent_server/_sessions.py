@@ -53,7 +53,7 @@ from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
 from harness_kernel.store import SessionStore
-from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
+from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace, is_isolating_engine
 from harness_tools import Tool, ToolRegistry
 from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
 from harness_workspace.local import (
@@ -311,8 +311,10 @@ class SessionManager:
         )
         offered: list[Tool[Any]] = list(config.tools(context))
         local = config.workspace_adapter is not None
+        # The same rule that makes the session's SandboxWorkspace declare itself isolated.
+        isolated = config.workspace_adapter == "sandbox" and is_isolating_engine(config.sandbox_engine)
         tools = await trio.to_thread.run_sync(
-            lambda: admit_tools(offered, workspace, workspace_adapter=local)
+            lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
         )
         # The adapter is opened before the row is created, so a failure to open it stores
         # nothing; a failure to create the row disposes it again.

@@ -36,6 +36,7 @@ _ENTRY: Final = re.compile(rf"(!)?({_IDENTIFIER}(?:\.{_IDENTIFIER})*)(\.\*)?")
 _HARNESS_WORKSPACE_CONTRACT: Final = (
     "WORKSPACE_CAPABILITIES",
     "WORKSPACE_CONTRACT_VERSION",
+    "WORKSPACE_ISOLATION_REQUIRED",
     "WORKSPACE_OPERATION_MALFORMED",
     "WORKSPACE_OPERATION_REQUIRED",
     "WORKSPACE_OPERATION_UNKNOWN",
@@ -58,6 +59,7 @@ _HARNESS_WORKSPACE_CONTRACT: Final = (
     "Workspace",
     "WorkspaceCapability",
     "WorkspaceEscapesRootError",
+    "WorkspaceIsolation",
     "WorkspaceOperationError",
     "WorkspaceOperationMalformedError",
     "WorkspaceOperationRequiredError",
@@ -70,6 +72,7 @@ _HARNESS_WORKSPACE_CONTRACT: Final = (
     "__version__",
     "bind_workspace",
     "invoke_workspace_operation",
+    "isolation_of",
     "move_on_abort",
     "open_workspace",
     "restrict_workspace",

@@ -18,7 +18,7 @@ from harness_kernel.runtime._errors import InvalidRunInputError
 from harness_kernel.state import InvalidMessageStateError, create_message_state
 from harness_kernel.store._ports import EventStore
 from harness_tools import Tool, ToolRegistry
-from harness_workspace import AbortSignal, Workspace, bind_workspace
+from harness_workspace import AbortSignal, Workspace, bind_workspace, isolation_of
 
 __all__ = [
     "MAX_CONTEXT_MESSAGES",
@@ -183,9 +183,16 @@ def _context(value: object) -> tuple[ChatMessage, ...]:
         raise InvalidRunInputError(f"invalid context: {error}") from error
 
 
-def _advertised(tools: dict[str, Tool[Any]], has_workspace: bool) -> tuple[ToolDefinition, ...] | None:
+def _advertised(
+    tools: dict[str, Tool[Any]], workspace: Workspace | None
+) -> tuple[ToolDefinition, ...] | None:
     try:
-        return tool_definitions(tools.values(), workspace_injected=has_workspace, profile="runtime")
+        return tool_definitions(
+            tools.values(),
+            workspace_injected=workspace is not None,
+            effects_admitted=workspace is not None and isolation_of(workspace) is not None,
+            profile="runtime",
+        )
     except ToolDefinitionError as error:
         raise InvalidRunInputError(str(error)) from error
 
@@ -261,7 +268,7 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
         or default_new_id
     )
     check_run_id(run_id)
-    advertised = _advertised(tools, workspace is not None)
+    advertised = _advertised(tools, workspace)
     return Admitted(
         run_id=run_id,
         session_id=session_id,
