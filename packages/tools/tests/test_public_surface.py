@@ -7,6 +7,19 @@ import inspect
 import harness_tools
 
 EXPECTED_NAMES = {
+    "EXEC_ARGUMENT_MAX_CHARS",
+    "EXEC_ARGV_MAX_ITEMS",
+    "EXEC_TIMEOUT_MAX_MS",
+    "READ_MAX_LINES",
+    "WRITE_MAX_BYTES",
+    "FsListParameters",
+    "FsReadParameters",
+    "FsWriteParameters",
+    "GitDiffParameters",
+    "ProcessExecParameters",
+    "DEVELOPMENT_RESULT_MAX_BYTES",
+    "DEVELOPMENT_TOOL_NAMES",
+    "create_development_tools",
     "AdmissionProfile",
     "ArgumentLimits",
     "CallRule",

@@ -12,6 +12,7 @@ texts their specifications fix differently (``profile``).
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, cast
@@ -27,13 +28,14 @@ from harness_tools import (
     AdmissionProfile,
     CallRule,
     Tool,
+    ToolError,
     ToolPermissionIntent,
     WorkspaceBoundary,
     call_rule,
     is_advertised,
 )
 from harness_tools import get_tool_execution_boundary as boundary_of
-from harness_workspace import Workspace, isolation_of, restrict_workspace
+from harness_workspace import Workspace, WorkspaceOperationError, isolation_of, restrict_workspace
 
 __all__ = [
     "DecideCallable",
@@ -48,6 +50,7 @@ __all__ = [
     "permission_intent",
     "resolution_of",
     "tool_definitions",
+    "typed_error_code",
 ]
 
 Effect = Literal["allow", "ask", "deny"]
@@ -62,6 +65,42 @@ def close_coroutine(value: object) -> None:
     """Close ``value`` if it is a coroutine nobody will await (so it never warns unawaited)."""
     if inspect.iscoroutine(value):
         value.close()
+
+
+_ERROR_CODE: Final = re.compile(r"[A-Z0-9_]{2,80}")
+
+
+def static_attribute(error: BaseException, name: str) -> object:
+    """Read ``name`` as plain data from the instance or class dictionaries, or ``None``.
+
+    No property, descriptor or ``__getattr__`` runs: a provider's exception cannot run
+    code, or hand back computed values, while the loop reports it.
+    """
+    class_value: object = None
+    for klass in type(error).__mro__:
+        if name in klass.__dict__:
+            class_value = klass.__dict__[name]  # harness-import-boundary: allow IB002 -- constant names only
+            if hasattr(type(class_value), "__get__"):
+                return None
+            break
+    try:
+        instance = object.__getattribute__(  # harness-import-boundary: allow IB002 -- plain data, no getters
+            error, "__dict__"
+        )
+    except AttributeError:
+        instance = None
+    if type(instance) is dict and name in instance:
+        return cast("dict[str, object]", instance)[name]
+    return class_value
+
+
+def typed_error_code(error: BaseException) -> str | None:
+    """The code a failed tool call reports for ``error``: a workspace's or a tool's own typed
+    error keeps its well-formed ``code`` (read without running a property); else ``None``."""
+    if not isinstance(error, (WorkspaceOperationError, ToolError)):
+        return None
+    code = static_attribute(error, "code")
+    return code if type(code) is str and _ERROR_CODE.fullmatch(code) is not None else None
 
 
 def cut_reason(text: str) -> str:

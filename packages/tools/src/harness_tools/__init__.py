@@ -27,6 +27,23 @@ from harness_tools._boundaries import (
     create_bounded_tool,
     get_tool_execution_boundary,
 )
+from harness_tools._dev_parameters import (
+    EXEC_ARGUMENT_MAX_CHARS,
+    EXEC_ARGV_MAX_ITEMS,
+    EXEC_TIMEOUT_MAX_MS,
+    READ_MAX_LINES,
+    WRITE_MAX_BYTES,
+    FsListParameters,
+    FsReadParameters,
+    FsWriteParameters,
+    GitDiffParameters,
+    ProcessExecParameters,
+)
+from harness_tools._dev_tools import (
+    DEVELOPMENT_RESULT_MAX_BYTES,
+    DEVELOPMENT_TOOL_NAMES,
+    create_development_tools,
+)
 from harness_tools._echo import create_echo_tool
 from harness_tools._errors import (
     TOOL_ARGUMENTS_INVALID,
@@ -60,7 +77,13 @@ from harness_tools._registry import ToolRegistry
 from harness_tools._version import __version__
 
 __all__ = [
+    "DEVELOPMENT_RESULT_MAX_BYTES",
+    "DEVELOPMENT_TOOL_NAMES",
+    "EXEC_ARGUMENT_MAX_CHARS",
+    "EXEC_ARGV_MAX_ITEMS",
+    "EXEC_TIMEOUT_MAX_MS",
     "READ_FILE_MAX_BYTES",
+    "READ_MAX_LINES",
     "REVIEWED_WORKSPACE_CAPABILITIES",
     "TOOL_ARGUMENTS_INVALID",
     "TOOL_EXECUTION_BOUNDARY_INVALID",
@@ -73,12 +96,18 @@ __all__ = [
     "WORKSPACE_PATH_MAX_CHARS",
     "WORKSPACE_ROOT_PATH",
     "WORKSPACE_SEGMENT_MAX_BYTES",
+    "WRITE_MAX_BYTES",
     "AdmissionProfile",
     "ArgumentLimits",
     "CallRule",
+    "FsListParameters",
+    "FsReadParameters",
+    "FsWriteParameters",
+    "GitDiffParameters",
     "InvalidToolArgumentsError",
     "InvalidToolExecutionBoundaryError",
     "InvalidWorkspacePathError",
+    "ProcessExecParameters",
     "PureBoundary",
     "ReadFileParameters",
     "SandboxBoundary",
@@ -97,6 +126,7 @@ __all__ = [
     "call_rule",
     "check_workspace_path",
     "create_bounded_tool",
+    "create_development_tools",
     "create_echo_tool",
     "create_read_file_tool",
     "create_tool",

@@ -24,7 +24,9 @@ from harness_kernel._gate import (
     cut_reason,
     permission_intent,
     resolution_of,
+    static_attribute,
     tool_definitions,
+    typed_error_code,
     valid_text,
 )
 from harness_kernel._ids import now_timestamp, random_id
@@ -90,7 +92,6 @@ from harness_workspace import (
     AbortController,
     AbortSignal,
     Workspace,
-    WorkspaceOperationError,
     bind_workspace,
     move_on_abort,
 )
@@ -141,30 +142,6 @@ def _event_usage(usage: Usage) -> EventUsage:
 
 def _is_safe_count(value: object) -> bool:
     return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
-
-
-def _static_attribute(error: BaseException, name: str) -> object:
-    """Read ``name`` as plain data from the instance or class dictionaries, or ``None``.
-
-    No property, descriptor or ``__getattr__`` runs: a provider's exception cannot run
-    code, or hand back computed values, while the loop reports it.
-    """
-    class_value: object = None
-    for klass in type(error).__mro__:
-        if name in klass.__dict__:
-            class_value = klass.__dict__[name]  # harness-import-boundary: allow IB002 -- constant names only
-            if hasattr(type(class_value), "__get__"):
-                return None
-            break
-    try:
-        instance = object.__getattribute__(  # harness-import-boundary: allow IB002 -- plain data, no getters
-            error, "__dict__"
-        )
-    except AttributeError:
-        instance = None
-    if type(instance) is dict and name in instance:
-        return cast("dict[str, object]", instance)[name]
-    return class_value
 
 
 class _Stop(Exception):
@@ -388,8 +365,8 @@ class _Loop:
             raise await self.canceled(_CANCELED_NOTE, model_call=True)
         if failure is not None:
             await self.failed_response(request_id)
-            code = _static_attribute(failure, "code")
-            retryable = _static_attribute(failure, "retryable")
+            code = static_attribute(failure, "code")
+            retryable = static_attribute(failure, "retryable")
             message = f"model completion failed for {self.model_name}"
             raise await self.fail(
                 code if type(code) is str and _ERROR_CODE.fullmatch(code) else "MODEL_COMPLETION_FAILED",
@@ -592,12 +569,8 @@ class _Loop:
             with move_on_abort(self.run_signal):
                 pending: object = tool.execute(params, context)
                 result.append(await pending if inspect.isawaitable(pending) else pending)
-        except WorkspaceOperationError as error:
-            code = _static_attribute(error, "code")
-            valid = type(code) is str and _ERROR_CODE.fullmatch(code) is not None
-            failure = (cast(str, code) if valid else TOOL_EXECUTION_FAILED, cut_reason(str(error)))
         except Exception as error:
-            failure = (TOOL_EXECUTION_FAILED, cut_reason(str(error)))
+            failure = (typed_error_code(error) or TOOL_EXECUTION_FAILED, cut_reason(str(error)))
         if self.run_signal.aborted:
             raise await self.canceled_call(call.name, call_id, f"{_CANCELED_NOTE} during tool execution")
         if failure is not None:

@@ -17,7 +17,13 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
-from harness_kernel._gate import ToolInputError, convert_arguments, permission_intent, resolution_of
+from harness_kernel._gate import (
+    ToolInputError,
+    convert_arguments,
+    permission_intent,
+    resolution_of,
+    typed_error_code,
+)
 from harness_kernel._gate import cut_reason as cut
 from harness_kernel._json import JsonValue, encode_json
 from harness_kernel.events._model import (
@@ -34,7 +40,6 @@ from harness_kernel.policy._permission import PermissionRequest
 from harness_kernel.runtime._errors import RuntimeBudgetExceededError
 from harness_kernel.runtime._shared import MAX_TRANSCRIPT_BYTES, Canceled, or_unset
 from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent
-from harness_workspace import WorkspaceOperationError
 
 if TYPE_CHECKING:
     from harness_kernel.runtime._run import Run
@@ -164,7 +169,7 @@ class ToolStep:
             self.observation = (None, ("TOOL_CANCELED", "tool canceled"))
             self.cancel_after_observation = True
         elif failure is not None:
-            code = failure.code if isinstance(failure, WorkspaceOperationError) else "TOOL_EXECUTION_FAILED"
+            code = typed_error_code(failure) or "TOOL_EXECUTION_FAILED"
             self.observation = (None, (code, cut(f"tool {tool.name} failed: {failure}")))
         else:
             try:
