@@ -293,6 +293,17 @@ def test_a_readable_form_equal_to_another_names_digest_alias_wins_over_the_diges
     assert table.alias("a.b") == generated + "-1"
 
 
+def test_two_names_whose_digests_truly_collide_still_get_distinct_aliases_in_any_order() -> None:
+    # A real 48-bit collision (found once with Brent's cycle search over SHA-256): the two
+    # names share their stem and the first 12 hex digits of their digest, so both want the
+    # same ``<stem>_<digest>``. The table must not rely on the odds of the hash.
+    first, second = "P" * 52 + ".010cea6a4c49", "P" * 52 + ".aeadb7a09ea7"
+    assert digest(first) == digest(second) == "cee235263545"
+    expected = {first: "P" * 51 + "_cee235263545", second: "P" * 49 + "_cee235263545-1"}
+    assert aliases_of(ToolNameAliases([first, second])) == expected
+    assert aliases_of(ToolNameAliases([second, first])) == expected
+
+
 def test_the_aliases_are_pinned_across_releases() -> None:
     # Providers cache prompts and models read the history by these spellings: a change here
     # is a change of contract, made on purpose.
