@@ -6,11 +6,22 @@ deltas, tool calls, then one :class:`ResponseCompletedFrame`. Legacy one-shot
 plays :class:`ScriptedTurn` values for tests. Every record is a frozen msgspec Struct,
 camelCase when encoded; the records do not validate themselves (msgspec does not validate
 in ``__init__``): the message state and the runtime re-validate what they accept.
+
+:class:`ToolNameAliases` maps canonical tool names (``fs.read``) to provider-safe aliases
+(``fs_read``) and back, for the adapters of real providers (decision 040).
 """
 
 from __future__ import annotations
 
 from harness_kernel.models._adapters import CompleteModelAdapter, FakeModel, ScriptedTurn, adapt_model
+from harness_kernel.models._aliases import (
+    MODEL_TOOL_NAME_DUPLICATE,
+    MODEL_TOOL_NAME_INVALID,
+    MODEL_TOOL_NAME_UNKNOWN,
+    PROVIDER_TOOL_NAME_PATTERN,
+    ToolNameAliasError,
+    ToolNameAliases,
+)
 from harness_kernel.models._types import (
     MAX_MODEL_TEXT_DELTA_CHARS,
     AssistantMessage,
@@ -39,6 +50,10 @@ from harness_kernel.models._types import (
 
 __all__ = [
     "MAX_MODEL_TEXT_DELTA_CHARS",
+    "MODEL_TOOL_NAME_DUPLICATE",
+    "MODEL_TOOL_NAME_INVALID",
+    "MODEL_TOOL_NAME_UNKNOWN",
+    "PROVIDER_TOOL_NAME_PATTERN",
     "AssistantMessage",
     "ChatMessage",
     "CompleteModelAdapter",
@@ -58,6 +73,8 @@ __all__ = [
     "ToolCallFrame",
     "ToolDefinition",
     "ToolMessage",
+    "ToolNameAliasError",
+    "ToolNameAliases",
     "Usage",
     "UserMessage",
     "adapt_model",
