@@ -118,7 +118,8 @@ async def test_cancelling_the_run_stops_the_commands_process_group(tmp_path: Pat
     events: list[Event] = []
 
     async def cancel_once_started() -> None:
-        while not (tmp_path / "child.pid").exists() or not (tmp_path / "shell.pid").exists():
+        # The command writes the files; polling them is the only way to see it has started.
+        while not (tmp_path / "child.pid").exists() or not (tmp_path / "shell.pid").exists():  # noqa: ASYNC110
             await trio.sleep(0.01)
         controller.abort("operator stop")
 

@@ -5,24 +5,21 @@ With ``HARNESS_REQUIRE_SANDBOX=1`` (CI) a missing engine or image is a failure, 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import secrets
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from types import ModuleType
 from typing import NoReturn
 
 import pytest
 import trio
+from sandbox_helpers import load_build_script
 
 from harness_sandbox import DockerEngine, EnvironmentSpec, SandboxLimits
 from harness_sandbox._docker import DockerEnvironment
 from harness_sandbox._docker_cli import this_host
-
-_SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 
 TEST_LIMITS = SandboxLimits(
     memory_bytes=64 * 1024 * 1024,
@@ -38,16 +35,6 @@ def _unavailable(reason: str) -> NoReturn:
     if os.environ.get("HARNESS_REQUIRE_SANDBOX") == "1":
         pytest.fail(f"HARNESS_REQUIRE_SANDBOX=1 but {reason}", pytrace=False)
     pytest.skip(reason)
-
-
-def load_build_script() -> ModuleType:
-    """``packages/sandbox/scripts/build_image.py`` as a module."""
-    spec = importlib.util.spec_from_file_location("harness_sandbox_build_image", _SCRIPTS / "build_image.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

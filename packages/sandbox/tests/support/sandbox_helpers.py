@@ -6,6 +6,7 @@ and disposal can be tested without Docker or bubblewrap. It is never shipped.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import subprocess
@@ -13,6 +14,7 @@ import tempfile
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import ModuleType
 
 from harness_sandbox import (
     SANDBOX_ENGINE_UNAVAILABLE,
@@ -152,3 +154,23 @@ async def engine_unavailable_reason(engine: SandboxEngine) -> str | None:
             return " ".join(error.message.split())
         await workspace.dispose()
     return None
+
+
+_SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def load_build_script() -> ModuleType:
+    """``packages/sandbox/scripts/build_image.py`` as a module."""
+    spec = importlib.util.spec_from_file_location("harness_sandbox_build_image", _SCRIPTS / "build_image.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cached_default_image() -> str | None:
+    """The default image built by ``build_image.py`` for its current recipe, or ``None``."""
+    build = load_build_script()
+    image: str | None = build.cached_image(build.recipe_hash("debian"))
+    return image

@@ -38,7 +38,8 @@ def admit_tools(
         workspace_adapter: Whether the session gets an operational workspace adapter over
             ``workspace``; only then are workspace tools rooted there admitted.
         effects_admitted: Whether that adapter is declared isolated (a sandbox on a shipped
-            engine); only then are tools with ``write`` or ``execute`` access admitted.
+            engine, or a local adapter with the operator's ``allow_host_effects``); only then
+            are tools with ``write`` or ``execute`` access admitted.
 
     Raises:
         AcpError: ``-32602`` for a duplicate name or a refused tool.

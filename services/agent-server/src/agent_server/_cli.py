@@ -13,7 +13,7 @@ from typing import Final, NoReturn
 import trio
 
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
-from agent_server._catalogue import catalogue_provider
+from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
 from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ServerConfig
 from agent_server._environment import parse_outbound_stall_ms, read_environment, refuse_unsupported
 from agent_server._scenario import ScenarioModelFactory, read_script
@@ -98,7 +98,19 @@ def _parser() -> argparse.ArgumentParser:
         " default: HARNESS_AGENT_OUTBOUND_STALL_MS, else 5000",
     )
     run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
-    run.add_argument("--tools", default="echo", help="comma-separated: echo, read_file")
+    run.add_argument(
+        "--tools",
+        default="echo",
+        help="comma-separated: echo, read_file, fs.read, fs.list, fs.write, process.exec, git.diff;"
+        " dev = the last five (fs.write and process.exec need --workspace-adapter sandbox,"
+        " or local with --allow-host-effects)",
+    )
+    run.add_argument(
+        "--allow-host-effects",
+        action="store_true",
+        help="UNSAFE: with --workspace-adapter local, let fs.write and process.exec act on the host"
+        " (commands run unconfined, as this user); a sandbox needs no opt-in",
+    )
     run.add_argument(
         "--workspace-adapter",
         choices=WORKSPACE_ADAPTERS,
@@ -147,7 +159,8 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         except (OSError, UnicodeDecodeError) as error:
             raise ValueError(f"cannot read scenario {arguments.scenario}: {error}") from None
         models = {DEFAULT_MODEL_NAME: ScenarioModelFactory(script)}
-    tools = catalogue_provider([name.strip() for name in arguments.tools.split(",") if name.strip()])
+    names = [name.strip() for name in arguments.tools.split(",") if name.strip()]
+    tools = catalogue_provider(names)
     allow_remote = arguments.allow_plaintext_remote or environment.allow_plaintext_remote is True
     readiness = (
         arguments.readiness_path if arguments.readiness_path is not None else environment.readiness_path
@@ -172,6 +185,12 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     elif environment.token is not None:
         options["auth_token"] = environment.token
     options.update(_sandbox_options(arguments, adapter))
+    if arguments.allow_host_effects:
+        if adapter != "local":
+            raise ValueError(
+                "--allow-host-effects is for --workspace-adapter local (a sandbox needs no opt-in)"
+            )
+        options["allow_host_effects"] = True
     config = ServerConfig(
         host=arguments.host,
         port=port,
@@ -190,7 +209,24 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         **options,  # pyright: ignore[reportArgumentType]
     )
     config.check_serving()
+    _check_effect_tools(names, config)
     return config
+
+
+def _check_effect_tools(names: list[str], config: ServerConfig) -> None:
+    """Refuse at start-up what every ``session/new`` would refuse: effect tools without isolation.
+
+    Raises:
+        ValueError: ``--tools`` names ``fs.write`` or ``process.exec`` (or ``dev``) on a server
+            whose workspaces are not isolated.
+    """
+    effects = sorted(set(expand_tool_names(names)) & EFFECT_TOOL_NAMES)
+    if effects and not config.effects_admitted:
+        raise ValueError(
+            f"{' and '.join(effects)} write or run commands and need an isolated workspace:"
+            " use --workspace-adapter sandbox, or --workspace-adapter local with --allow-host-effects"
+            " (unsafe: they act on the host); for reading only, use --tools fs.read,fs.list,git.diff"
+        )
 
 
 def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict[str, object]:

@@ -19,7 +19,7 @@ from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_
 from harness_kernel.models import FakeModel, Model, ModelAdapter
 from harness_kernel.runtime import MinimalAgentRuntime
 from harness_kernel.store import SessionStore
-from harness_sandbox import SandboxEngine, SandboxLimits
+from harness_sandbox import SandboxEngine, SandboxLimits, is_isolating_engine
 from harness_tools import Tool
 
 __all__ = [
@@ -136,7 +136,10 @@ class ServerConfig:
     session finishes. With ``None`` (the default) every workspace tool is refused (§5.2).
     ``workspace_adapter="sandbox"`` gives each session a ``harness_sandbox.SandboxWorkspace``
     instead: a disposable copy of its workspace, with commands run in ``sandbox_engine``
-    (required then; there is no fallback) under ``sandbox_limits``.
+    (required then; there is no fallback) under ``sandbox_limits``. Tools that write or run
+    commands (``fs.write``, ``process.exec``) are admitted only there, or — **unsafe**: they
+    then act on the host as this process's user — with ``workspace_adapter="local"`` and
+    ``allow_host_effects=True``, the operator's explicit opt-in (issue #18).
 
     ``outbound_stall_ms`` is how long a full outbound queue may see its peer accept no byte
     before the socket is closed with 1013 (10 ms to 10 min); ``close_grace_ms`` is how long a
@@ -174,6 +177,7 @@ class ServerConfig:
     workspace_adapter: WorkspaceAdapterName | None = None
     sandbox_engine: SandboxEngine | None = None
     sandbox_limits: SandboxLimits | None = None
+    allow_host_effects: bool = False
     models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
     default_model: str | None = None
     tools: ToolProvider = _no_tools
@@ -181,6 +185,13 @@ class ServerConfig:
     runtime: Callable[[], MinimalAgentRuntime] = MinimalAgentRuntime
     now: Callable[[], datetime] = _utc_now
     new_id: Callable[[str], str] = random_id
+
+    @property
+    def effects_admitted(self) -> bool:
+        """Whether sessions' workspaces are declared isolated (or the operator opted in to host effects)."""
+        if self.workspace_adapter == "sandbox":
+            return is_isolating_engine(self.sandbox_engine)
+        return self.workspace_adapter == "local" and self.allow_host_effects
 
     def __post_init__(self) -> None:
         for name in ("host", "path", "workspace_root"):
@@ -201,7 +212,11 @@ class ServerConfig:
             raise ValueError('sandbox_engine is required with workspace_adapter="sandbox", and only then')
         if self.sandbox_limits is not None and type(self.sandbox_limits) is not SandboxLimits:
             raise ValueError("sandbox_limits must be a harness_sandbox.SandboxLimits or None")
-        for name in ("persistence", "allow_plaintext_remote"):
+        if self.allow_host_effects and str(self.workspace_adapter) != "local":
+            raise ValueError(
+                'allow_host_effects is for workspace_adapter="local" (a sandbox needs no opt-in)'
+            )
+        for name in ("persistence", "allow_plaintext_remote", "allow_host_effects"):
             if type(getattr(self, name)) is not bool:
                 raise ValueError(f"{name} must be a bool")
         if self.session_store is not None and not isinstance(self.session_store, SessionStore):  # pyright: ignore[reportUnnecessaryIsInstance]

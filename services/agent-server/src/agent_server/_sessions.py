@@ -53,9 +53,15 @@ from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
 from harness_kernel.store import SessionStore
-from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace, is_isolating_engine
+from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
 from harness_tools import Tool, ToolRegistry
-from harness_workspace import AbortController, AbortSignal, WorkspaceEscapesRootError, open_workspace
+from harness_workspace import (
+    AbortController,
+    AbortSignal,
+    WorkspaceEscapesRootError,
+    declare_isolation,
+    open_workspace,
+)
 from harness_workspace.local import (
     WORKSPACE_NOT_A_DIRECTORY,
     WORKSPACE_NOT_FOUND,
@@ -264,11 +270,15 @@ class SessionManager:
                 raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
         try:
             # The constructor opens the directory: blocking, so in a worker thread.
-            return await trio.to_thread.run_sync(LocalWorkspace, workspace)
+            local = await trio.to_thread.run_sync(LocalWorkspace, workspace)
         except LocalWorkspaceError as error:
             if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
                 raise InvalidParamsError(_WORKSPACE_MISSING) from None
             raise
+        if config.allow_host_effects:
+            # The operator's explicit, unsafe opt-in: writes and commands act on the host.
+            declare_isolation(local, "unsafe-host")
+        return local
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
         """``session/new`` (§5.1).
@@ -311,8 +321,8 @@ class SessionManager:
         )
         offered: list[Tool[Any]] = list(config.tools(context))
         local = config.workspace_adapter is not None
-        # The same rule that makes the session's SandboxWorkspace declare itself isolated.
-        isolated = config.workspace_adapter == "sandbox" and is_isolating_engine(config.sandbox_engine)
+        # The same rule that makes the session's workspace declared isolated (_open_adapter).
+        isolated = config.effects_admitted
         tools = await trio.to_thread.run_sync(
             lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
         )
