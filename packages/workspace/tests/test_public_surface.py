@@ -214,6 +214,7 @@ LOCAL_EXPECTED_NAMES = {
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
+    "HeadTailOutput",
     "LocalWorkspace",
     "LocalWorkspaceError",
     "OutputSink",
@@ -232,6 +233,7 @@ def test_local_module_lists_exactly_its_public_names() -> None:
     for name in local.__all__:
         assert getattr(local, name) is not None, name
     for name in LOCAL_EXPECTED_NAMES - {
+        "HeadTailOutput",
         "LocalWorkspace",
         "LocalWorkspaceError",
         "OutputSink",

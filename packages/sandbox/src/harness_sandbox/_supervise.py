@@ -1,9 +1,10 @@
 """Supervision of one host process that carries a sandboxed command (``docker exec``, ``bwrap``).
 
 The process runs in a session (and process group) of its own with no stdin and a complete
-environment given by the engine. Both outputs are drained into :class:`BoundedOutput`; the
+environment given by the engine. Both outputs are drained into
+``harness_workspace.local.HeadTailOutput`` (head and tail kept, the middle counted) and the
 supervision itself (budget, abort, ``SIGTERM`` then ``SIGKILL`` to the group, reaping) is
-``harness_workspace.local.supervise_process``, the one ``LocalWorkspace`` uses. An engine
+``harness_workspace.local.supervise_process``: both are what ``LocalWorkspace`` uses. An engine
 whose command lives beyond that process (``docker exec``) passes ``on_stop``, run after the
 host process is gone, to kill what is left inside.
 """
@@ -17,9 +18,8 @@ from dataclasses import dataclass
 
 import trio
 
-from harness_sandbox._output import BoundedOutput
 from harness_workspace import AbortSignal
-from harness_workspace.local import supervise_process
+from harness_workspace.local import HeadTailOutput, supervise_process
 
 __all__ = ["HostRun", "process_alive", "run_host_process"]
 
@@ -29,8 +29,8 @@ class HostRun:
     """What :func:`run_host_process` observed; ``status`` is ``None`` when it was stopped."""
 
     status: int | None
-    stdout: BoundedOutput
-    stderr: BoundedOutput
+    stdout: HeadTailOutput
+    stderr: HeadTailOutput
     timed_out: bool
     aborted: bool
 
@@ -60,8 +60,8 @@ async def run_host_process(
         start_new_session=True,
         pass_fds=tuple(pass_fds),
     )
-    stdout = BoundedOutput(max_output_bytes)
-    stderr = BoundedOutput(max_output_bytes)
+    stdout = HeadTailOutput(max_output_bytes)
+    stderr = HeadTailOutput(max_output_bytes)
     ended = await supervise_process(
         process,
         budget_ms=budget_ms,

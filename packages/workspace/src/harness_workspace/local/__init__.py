@@ -49,6 +49,7 @@ from harness_workspace.local._errors import (
     WORKSPACE_TOO_LARGE,
     LocalWorkspaceError,
 )
+from harness_workspace.local._output import HeadTailOutput
 from harness_workspace.local._process import OutputSink, ProcessLimits, SupervisedExit, supervise_process
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
+    "HeadTailOutput",
     "LocalWorkspace",
     "LocalWorkspaceError",
     "OutputSink",

@@ -36,11 +36,13 @@ Semantics (the contract :class:`~harness_workspace.local.LocalWorkspace` exposes
   nothing), as an aborted web ``fetch`` rejects instead of resolving. Cancellation of the
   calling trio task stops the group inside a shielded scope and then lets ``Cancelled``
   propagate.
-- **Output.** stdout and stderr are read concurrently, each kept up to
-  ``limits.max_output_bytes``; beyond that they are read and discarded (the child never
-  blocks on a full pipe, and memory stays bounded), and a one-line notice stating how many
-  bytes were discarded is appended to that stream. Bytes are decoded as UTF-8 with
-  ``errors="replace"``; a multi-byte character cut by the cap is dropped.
+- **Output.** stdout and stderr are read concurrently into a
+  :class:`~harness_workspace.local.HeadTailOutput` each: of a stream longer than
+  ``limits.max_output_bytes`` the first ``cap - cap // 2`` and the last ``cap // 2`` bytes
+  are kept, the middle is read and discarded (the child never blocks on a full pipe, and
+  memory stays bounded), and a one-line notice in its place states how many bytes the text
+  does not show. Bytes are decoded as UTF-8 with ``errors="replace"``; a multi-byte
+  character cut at either end of the gap is dropped, and counted in the notice.
 
 Not defended: a process that leaves its process group or session (``setsid``, a
 double-forking daemon) escapes the group kill; only a cgroup or PID namespace could hold
@@ -49,7 +51,6 @@ it. Its copy of an output pipe is abandoned after a short drain, so it cannot ha
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import dataclasses
 import os
@@ -71,6 +72,7 @@ from harness_workspace.local._errors import (
     WORKSPACE_TIMEOUT_TOO_LARGE,
     LocalWorkspaceError,
 )
+from harness_workspace.local._output import HeadTailOutput
 
 __all__ = [
     "OutputSink",
@@ -85,7 +87,6 @@ SAFE_PATH: Final = "/usr/local/bin:/usr/bin:/bin"
 """The ``PATH`` of a scrubbed environment: system directories only, nothing relative."""
 
 _SAFE_HOME: Final = "/nonexistent"
-_READ_CHUNK_BYTES: Final = 64 * 1024
 # After the direct child has exited and its group was killed, the pipes reach end of file at
 # once unless a process that escaped the group still holds them; stop reading after this.
 _DRAIN_SECONDS: Final = 0.5
@@ -100,7 +101,8 @@ class ProcessLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     Attributes:
         default_timeout_ms: The time budget of a command that names none.
         max_timeout_ms: The largest budget a command may ask for.
-        max_output_bytes: The bytes kept per stream (stdout and stderr separately).
+        max_output_bytes: The bytes kept per stream (stdout and stderr separately), half
+            from its head and half from its tail.
         kill_grace_ms: How long a stopped process group has between ``SIGTERM`` and ``SIGKILL``.
 
     Raises:
@@ -177,8 +179,8 @@ async def run_command(
         raise _aborted(signal)
     return CommandResult(
         exit_code=finished.exit_code,
-        stdout=finished.stdout.text(with_notice="stdout"),
-        stderr=finished.stderr.text(with_notice="stderr"),
+        stdout=finished.stdout.text("stdout"),
+        stderr=finished.stderr.text("stderr"),
         timed_out=finished.timed_out,
     )
 
@@ -211,56 +213,13 @@ def _aborted(signal: AbortSignal) -> LocalWorkspaceError:
     )
 
 
-class CapturedOutput:
-    """One output stream, kept up to a byte cap; the rest is read, counted and dropped."""
-
-    def __init__(self, cap: int) -> None:
-        self._cap = cap
-        self.kept = bytearray()
-        """The bytes kept, at most the cap."""
-        self.discarded = 0
-        """How many bytes were read past the cap and dropped."""
-        self.closed = trio.Event()
-        """Set when the stream reached end of file."""
-
-    @property
-    def truncated(self) -> bool:
-        """Whether any byte was dropped."""
-        return self.discarded > 0
-
-    async def drain(self, stream: trio.abc.ReceiveStream) -> None:
-        """Read ``stream`` to end of file, keeping what fits under the cap."""
-        while chunk := await stream.receive_some(_READ_CHUNK_BYTES):
-            room = max(0, self._cap - len(self.kept))
-            self.kept += chunk[:room]
-            self.discarded += max(0, len(chunk) - room)
-        self.closed.set()
-
-    def text(self, *, with_notice: str | None = None) -> str:
-        """Decode the kept bytes as UTF-8, replacing invalid sequences.
-
-        Args:
-            with_notice: If given and bytes were dropped, append a one-line notice naming
-                this stream and the number of dropped bytes.
-        """
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        # A cut stream may end inside a character; ``final=False`` drops that fragment.
-        text = decoder.decode(bytes(self.kept), final=not self.truncated)
-        if with_notice is not None and self.truncated:
-            text += (
-                f"\n[{with_notice} truncated: {self.discarded} bytes beyond the "
-                f"{self._cap}-byte cap were discarded]\n"
-            )
-        return text
-
-
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class FinishedProcess:
     """What :func:`run_process` observed; ``exit_code`` is ``None`` when the adapter stopped it."""
 
     exit_code: int | None
-    stdout: CapturedOutput
-    stderr: CapturedOutput
+    stdout: HeadTailOutput
+    stderr: HeadTailOutput
     timed_out: bool
     aborted: bool
 
@@ -285,8 +244,8 @@ async def run_process(
             with ``operation``.
     """
     process = await _spawn(cwd_fd, argv, environment, operation)
-    stdout = CapturedOutput(limits.max_output_bytes)
-    stderr = CapturedOutput(limits.max_output_bytes)
+    stdout = HeadTailOutput(limits.max_output_bytes)
+    stderr = HeadTailOutput(limits.max_output_bytes)
     ended = await supervise_process(
         process,
         budget_ms=budget_ms,
