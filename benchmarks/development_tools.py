@@ -18,11 +18,8 @@ them modified so ``git.diff`` has content), it times in the same run:
   request carries the N results), so up to ``0-call run / N`` of it lands on each call (the
   table prints the 0-call run so that share can be read off).
 
-``process.exec`` runs one short ``sh -c`` of two ``echo`` builtins on the LocalWorkspace (a
-real process, as cheap as ``true``), and on the MemoryWorkspace a handler that answers the
-same text at once. Not ``true`` itself: on main the tool fails
-(``TOOL_OUTPUT_BUDGET_INVALID``) whenever stdout or stderr is under 48 characters, so each
-stream prints 64 (see ``EXEC_ARGV``). ``fs.write`` writes the same contents to a
+``process.exec`` runs ``true`` on the LocalWorkspace (a real process), and on the
+MemoryWorkspace a handler that answers the same at once. ``fs.write`` writes the same contents to a
 committed file, so ``git.diff``'s answer does not change during the run. Each round times
 every variant of a tool back to back, so drift hits them alike; the table shows the best
 round and the median. The machine these figures come from has 2 cores shared with other
@@ -87,12 +84,7 @@ FILES = {
 MODIFIED = ("src/app.py", FILES["src/app.py"].replace("value + 7\n", "value + 700\n"))
 WRITTEN = ("notes/scratch.txt", FILES["notes/scratch.txt"])
 
-# Both streams are 64 characters: process.exec on main hands ``bound_text`` a budget equal
-# to a stream's own JSON size, below its minimum of 50 bytes for a stream shorter than 48
-# characters, and fails the call. Once that is fixed, ("true",) measures the same path.
-EXEC_STDOUT = "o" * 64
-EXEC_STDERR = "e" * 64
-EXEC_ARGV = ("sh", "-c", f"echo {EXEC_STDOUT}; echo {EXEC_STDERR} >&2")
+EXEC_ARGV = ("true",)
 
 GIT_ENVIRONMENT = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -256,7 +248,7 @@ def make_repository(root: Path) -> None:
 
 def answer_at_once(request: CommandRequest) -> CommandResult:
     """What ``EXEC_ARGV`` prints, without a process."""
-    return CommandResult(exit_code=0, stdout=EXEC_STDOUT + "\n", stderr=EXEC_STDERR + "\n")
+    return CommandResult(exit_code=0, stdout="", stderr="")
 
 
 def memory_workspace() -> MemoryWorkspace:
@@ -295,7 +287,7 @@ async def check_setup(workspace: Workspace) -> None:
     if not await workspace.diff():
         raise SystemExit("the workspace has no diff: git.diff would time an empty answer")
     result = await workspace.execute(CommandRequest(argv=EXEC_ARGV))
-    if (result.exit_code, result.stdout, result.stderr) != (0, EXEC_STDOUT + "\n", EXEC_STDERR + "\n"):
+    if (result.exit_code, result.stdout, result.stderr) != (0, "", ""):
         raise SystemExit(f"the command did not answer as expected: {result}")
 
 
