@@ -3,7 +3,7 @@
 
 Two recipes:
 
-- the default image: ``debootstrap --variant=minbase --include=python3,git`` of Debian
+- the default image: ``debootstrap --variant=minbase --include=python3,python3-pytest,git`` of Debian
   bookworm from the host's Debian mirror (about a minute), for real work;
 - ``--busybox``: the host's statically linked ``busybox`` and its applet links (a fraction of
   a second), for fast tests that need only a shell and the basic tools.
@@ -45,7 +45,7 @@ RECIPE_LABEL: Final = "io.harness.sandbox.recipe"
 """The label whose value is the hash of the recipe an image was built from."""
 DEFAULT_MIRROR: Final = "http://deb.debian.org/debian"
 SUITE: Final = "bookworm"
-PACKAGES: Final = ("python3", "git")
+PACKAGES: Final = ("python3", "python3-pytest", "git")
 # Bump when the recipe changes in a way its parameters do not show.
 _RECIPE_VERSION: Final = "1"
 _BUSYBOX: Final = "/bin/busybox"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from harness_tools._boundaries import WorkspaceBoundary, create_bounded_tool
-from harness_tools._bounded_output import bound_items, bound_text, json_string_size
+from harness_tools._bounded_output import BOUND_TEXT_MIN_JSON_BYTES, bound_items, bound_text, json_string_size
 from harness_tools._dev_parameters import (
     READ_MAX_LINES,
     FsListParameters,
@@ -205,8 +205,9 @@ async def _exec(
     result = await invoke_workspace_operation(workspace, {"operation": "execute", "command": command})
     assert type(result) is CommandResult
     stdout_budget, stderr_budget = _share(result.stdout, result.stderr, _payload_budget(None))
-    stdout = bound_text(result.stdout, stdout_budget)
-    stderr = bound_text(result.stderr, stderr_budget)
+    # A budget under bound_text's minimum is a stream's own, smaller size: it fits as it is.
+    stdout = bound_text(result.stdout, max(stdout_budget, BOUND_TEXT_MIN_JSON_BYTES))
+    stderr = bound_text(result.stderr, max(stderr_budget, BOUND_TEXT_MIN_JSON_BYTES))
     return {
         "exitCode": result.exit_code,
         "stdout": stdout.text,
