@@ -27,13 +27,18 @@ EXPECTED = {
         "(permissions: 'PermissionMap | None', action: 'str', subject: 'str | None' = None) -> 'Decision'"
     ),
     "harness_kernel.policy:compile_rules": ("(permissions: 'PermissionMap | None') -> 'CompiledRules'"),
-    "harness_kernel.policy:match_glob": "(pattern: 'str', value: 'str') -> 'bool'",
-    "harness_kernel.policy:compile_glob": "(pattern: 'str') -> 'CompiledGlob'",
+    "harness_kernel.policy:match_glob": (
+        "(pattern: 'str', value: 'str', *, syntax: 'GlobSyntax' = 'path') -> 'bool'"
+    ),
+    "harness_kernel.policy:compile_glob": (
+        "(pattern: 'str', *, syntax: 'GlobSyntax' = 'path') -> 'CompiledGlob'"
+    ),
+    "harness_kernel.policy:glob_syntax_for": "(action: 'str') -> 'GlobSyntax'",
     "harness_kernel.policy:path_allowed": "(allowed: 'Sequence[str]', path: 'str') -> 'bool'",
     "harness_kernel.policy:check_changed_paths": (
         "(allowed: 'Sequence[str]', paths: 'Sequence[str]') -> 'tuple[bool, tuple[str, ...]]'"
     ),
-    "harness_kernel.policy:translate": "(pattern: 'str') -> 'str'",
+    "harness_kernel.policy:translate": "(pattern: 'str', *, syntax: 'GlobSyntax' = 'path') -> 'str'",
     "harness_kernel.manifest:decode_task_manifest": "(doc: 'object') -> 'TaskManifest'",
     "harness_kernel.manifest:load_task_manifest": "(yaml_text: 'str | bytes') -> 'TaskManifest'",
     "harness_kernel.manifest:manifest_permissions": ("(manifest: 'TaskManifest') -> 'PermissionMap'"),

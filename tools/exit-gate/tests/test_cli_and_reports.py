@@ -150,6 +150,8 @@ def test_harness_eval_runs_the_repository_scenarios(capsys: pytest.CaptureFixtur
     assert eval_main(["--root", str(REPOSITORY)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].endswith("scenarios passed")
     assert eval_main(["--root", str(REPOSITORY), "kernel-0001-golden"]) == 0
+    assert eval_main(["--root", str(REPOSITORY), "dev-tools-0001-golden"]) == 0
+    assert "PASS dev-tools-0001-golden" in capsys.readouterr().out
 
 
 def test_harness_eval_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -281,3 +281,23 @@ def test_no_repository_falls_back_to_a_temp_preflight_report(
     path = Path(cast("str", cast("dict[str, object]", report["deliverables"])["reportPath"]))
     assert path.is_absolute()
     assert path.is_file()
+
+
+def test_a_git_diff_star_rule_admits_a_git_diff_of_a_path(
+    repos: RepoFactory, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 041: process.exec patterns are command globs, so "git diff*" admits a
+    # command whose argument holds a "/". On the path dialect the "*" stopped at the "/"
+    # and the "*": deny fallback blocked the run (PROCESS_EXEC_DENIED).
+    repo = repos(commands={"git diff*": "allow"})
+    command = "git diff main -- src/feature.py"
+    status, report, output = repo.gate("--test-cmd", command, capsys=capsys, monkeypatch=monkeypatch)
+    decisions = [json.loads(wire)["data"] for wire in cast("list[str]", report["events"])]
+    policy = [
+        (decision["subject"], decision["effect"])
+        for decision in decisions
+        if decision.get("action") == "process.exec"
+    ]
+    assert policy == [(command, "allow")], output
+    assert report["status"] == "passed", output
+    assert status == 0

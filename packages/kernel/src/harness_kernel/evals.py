@@ -19,15 +19,25 @@ import trio
 from harness_kernel._errors import HarnessError
 from harness_kernel._ids import format_timestamp
 from harness_kernel._json import JsonValue, decode_json, encode_json
+from harness_kernel._scenario_workspace import (
+    ScenarioCommand,
+    ScenarioWorkspace,
+    build_tools,
+    build_workspace,
+    decode_texts,
+    decode_tools,
+    decode_workspace,
+    file_failures,
+)
 from harness_kernel.events._codec import is_event_type, serialize_event
 from harness_kernel.events._model import AgentStoppedData, Event, ModelResponseData
 from harness_kernel.legacy._loop import run_agent
 from harness_kernel.legacy._records import Budget, RunOptions
-from harness_kernel.manifest._model import TaskManifest
+from harness_kernel.manifest._model import TaskManifest, manifest_permissions
 from harness_kernel.manifest._yaml import ROOT, describe_kind, is_refused, join_path, read_yaml_document
 from harness_kernel.models._adapters import FakeModel, ScriptedTurn
 from harness_kernel.models._types import ToolCall
-from harness_tools import ToolRegistry, create_echo_tool
+from harness_kernel.policy._permission import RulePermissionController
 
 __all__ = [
     "SCENARIO_INVALID",
@@ -40,12 +50,14 @@ __all__ = [
     "ReportExpectation",
     "RunExpectation",
     "Scenario",
+    "ScenarioCommand",
     "ScenarioExpectation",
     "ScenarioOutcome",
     "ScenarioParseError",
     "ScenarioRuntimeError",
     "ScenarioToolCall",
     "ScenarioTurn",
+    "ScenarioWorkspace",
     "assert_known_event_types",
     "decode_scenario",
     "execute_scenario",
@@ -118,21 +130,31 @@ class ReportExpectation:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScenarioExpectation:
-    """The scenario's expectations; at least one is present."""
+    """The scenario's expectations; at least one is present.
+
+    ``files`` (path → text) is what the workspace must hold when the run ends.
+    """
 
     run: RunExpectation | None = None
     events: tuple[EventInvariant, ...] | None = None
     report: ReportExpectation | None = None
+    files: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scenario:
-    """A decoded golden scenario."""
+    """A decoded golden scenario.
+
+    ``workspace`` (a memory workspace's files and scripted commands) and ``tools`` (the
+    tool names registered; ``None`` is ``echo`` alone) are optional.
+    """
 
     id: str
     uses_tasks: tuple[str, ...]
     script: tuple[ScenarioTurn, ...]
     expect: ScenarioExpectation
+    workspace: ScenarioWorkspace | None = None
+    tools: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -274,7 +296,7 @@ class _Decoder:
         return value
 
     def scenario(self, document: object) -> Scenario | None:
-        root = self.mapping(document, ROOT, ("id", "uses_tasks", "script", "expect"))
+        root = self.mapping(document, ROOT, ("id", "uses_tasks", "workspace", "tools", "script", "expect"))
         if root is None:
             return None
         scenario_id = self.text(self.required(root, ROOT, "id"), "id", kebab=True)
@@ -288,13 +310,20 @@ class _Decoder:
         turns = [self.turn(item, join_path("script", str(i))) for i, item in enumerate(script or ())]
         expect_value = self.required(root, ROOT, "expect")
         expect = None if expect_value is None else self.expectation(expect_value)
+        workspace = decode_workspace(self, root["workspace"]) if "workspace" in root else None
+        tools = decode_tools(self, root["tools"]) if "tools" in root else None
         if self.issues or scenario_id is None or tasks is None or script is None or expect is None:
+            return None
+        if expect.files is not None and workspace is None:
+            self.issue("expect.files", "needs a workspace")
             return None
         return Scenario(
             id=scenario_id,
             uses_tasks=tuple(cast("list[str]", task_ids)),
             script=tuple(cast("list[ScenarioTurn]", turns)),
             expect=expect,
+            workspace=workspace,
+            tools=tools,
         )
 
     def turn(self, value: object, path: str) -> ScenarioTurn | None:
@@ -339,12 +368,13 @@ class _Decoder:
         return ScenarioToolCall(id=call_id, name=name, arguments=arguments)
 
     def expectation(self, value: object) -> ScenarioExpectation | None:
-        mapping = self.mapping(value, "expect", ("run", "events", "report"))
+        mapping = self.mapping(value, "expect", ("run", "events", "report", "files"))
         if mapping is None:
             return None
         if not mapping:
-            self.issue("expect", "must have at least one of run, events, report")
+            self.issue("expect", "must have at least one of run, events, report, files")
             return None
+        files = decode_texts(self, mapping["files"], "expect.files") if "files" in mapping else None
         run = self.run(mapping["run"]) if "run" in mapping else None
         events = self.events(mapping["events"]) if "events" in mapping else None
         report = None
@@ -358,7 +388,7 @@ class _Decoder:
                 )
                 if status is not None:
                     report = ReportExpectation(status=cast("Literal['passed', 'failed', 'blocked']", status))
-        return ScenarioExpectation(run=run, events=events, report=report)
+        return ScenarioExpectation(run=run, events=events, report=report, files=files)
 
     def run(self, value: object) -> RunExpectation | None:
         path = "expect.run"
@@ -657,10 +687,18 @@ async def execute_scenario(
     async def record(event: Event) -> None:
         events.append(event)
 
+    workspace = None if scenario.workspace is None else build_workspace(scenario.workspace)
+    permission = None
+    if scenario.workspace is not None or scenario.tools is not None:
+        # The task's own rules decide every call, as in a session of that task. A scenario
+        # in the older form (echo alone, no workspace) keeps running without a controller.
+        permission = RulePermissionController(manifest_permissions(manifest))
     options = RunOptions(
         goal=manifest.goal,
         model=FakeModel([_turn(turn) for turn in scenario.script]),
-        tools=ToolRegistry([create_echo_tool()]),
+        tools=build_tools(scenario.tools),
+        workspace_capability=workspace,
+        permission=permission,
         budget=budget,
         task_id=manifest.id,
         session_id=f"sess-scenario-{manifest.id}",
@@ -692,6 +730,8 @@ async def execute_scenario(
         event_count=len(events),
     )
     failures = _expectation_failures(scenario.expect, golden, text, events, report)
+    if scenario.expect.files is not None and workspace is not None:
+        failures.extend(file_failures(scenario.expect.files, workspace.files, _show))
     return ScenarioOutcome(
         id=scenario.id,
         ok=not failures,

@@ -48,6 +48,12 @@ MAX_MANIFEST_BYTES: Final = 256 * 1024
 RESERVED_ACTIONS: Final = ("git.branch", "workspace.path_scope")
 """Actions the exit gate decides itself; a manifest that defines one is invalid."""
 
+_PATH_SUBJECT_ACTIONS: Final = ("fs.read", "fs.list", "fs.write")
+"""Actions whose subject is a workspace path: their patterns are relative path globs."""
+
+_NO_SUBJECT_ACTIONS: Final = ("git.diff",)
+"""Actions that carry no subject: only a flat effect can decide them."""
+
 DeliveryType: TypeAlias = Literal["pull_request", "merge", "artifact", "none"]
 DELIVERY_TYPES: Final[tuple[DeliveryType, ...]] = ("pull_request", "merge", "artifact", "none")
 
@@ -259,6 +265,8 @@ class _Checker:
             action_path = join_path(path, action)
             action_ok = self.action_ok(action, action_path)
             rule_value = self.check_rule(rule, action_path)
+            if isinstance(rule_value, Mapping):
+                rule_value = self.check_subject_rule(action, rule_value, action_path)
             if action_ok and rule_value is not None:
                 checked[action] = rule_value
             else:
@@ -305,6 +313,27 @@ class _Checker:
                 shown = f'"{effect}"' if is_str(effect) else describe_kind(effect)
                 self.issue(pattern_path, f"effect must be one of {_EFFECT_CHOICES}, got {shown}")
         return subjects if valid else None
+
+    def check_subject_rule(self, action: str, rule: Mapping[str, Effect], path: str) -> Rule | None:
+        """What the action's subject allows its patterns to be (decision 041)."""
+        if action in _NO_SUBJECT_ACTIONS:
+            self.issue(path, f"{action} takes no subject; use allow, ask or deny")
+            return None
+        if action not in _PATH_SUBJECT_ACTIONS:
+            # process.exec patterns are command globs: any text is a valid one.
+            return rule
+        valid = True
+        for pattern in rule:
+            # Problems of the pattern are reported at the action, as in pattern_ok.
+            if pattern.startswith("/"):
+                self.issue(
+                    path, f'{action} pattern "{pattern}" must be a workspace-relative path (no leading /)'
+                )
+                valid = False
+            elif ".." in pattern.split("/"):
+                self.issue(path, f'{action} pattern "{pattern}" must not contain a .. segment')
+                valid = False
+        return rule if valid else None
 
     def pattern_ok(self, pattern: str, path: str) -> bool:
         # Problems of the pattern itself are reported at the action: an empty or

@@ -14,7 +14,9 @@ from harness_kernel.policy._errors import (
     InvalidPolicyInputError,
 )
 from harness_kernel.policy._glob import (
+    GLOB_SYNTAXES,
     CompiledGlob,
+    GlobSyntax,
     check_changed_paths,
     compile_glob,
     match_glob,
@@ -32,6 +34,7 @@ from harness_kernel.policy._permission import (
     RulePermissionController,
 )
 from harness_kernel.policy._rules import (
+    COMMAND_ACTIONS,
     EFFECTS,
     RANK,
     CompiledRules,
@@ -41,11 +44,14 @@ from harness_kernel.policy._rules import (
     Rule,
     compile_rules,
     decide,
+    glob_syntax_for,
 )
 from harness_tools import ToolPermissionIntent
 
 __all__ = [
+    "COMMAND_ACTIONS",
     "EFFECTS",
+    "GLOB_SYNTAXES",
     "MAX_ID_CHARS",
     "MAX_REASON_CHARS",
     "POLICY_INVALID_INPUT",
@@ -55,6 +61,7 @@ __all__ = [
     "CompiledRules",
     "Decision",
     "Effect",
+    "GlobSyntax",
     "InvalidPermissionRulesError",
     "InvalidPolicyInputError",
     "PermissionController",
@@ -70,6 +77,7 @@ __all__ = [
     "compile_glob",
     "compile_rules",
     "decide",
+    "glob_syntax_for",
     "match_glob",
     "path_allowed",
     "translate",

@@ -1,10 +1,13 @@
 """Anchored globs for permission subjects and task paths.
 
-The dialect is deliberately small: ``**`` matches any run of characters including ``/``
-and swallows one ``/`` directly after it, ``*`` matches any run without ``/``, ``?``
-matches one character other than ``/``, and every other character stands for itself
-(regex metacharacters included). A glob always matches the whole string, and a newline
-is an ordinary character.
+Two dialects share one matcher. The *path* dialect (every action but ``process.exec``)
+is deliberately small: ``**`` matches any run of characters including ``/`` and swallows
+one ``/`` directly after it, ``*`` matches any run without ``/``, ``?`` matches one
+character other than ``/``, and every other character stands for itself (regex
+metacharacters included). The *command* dialect (decision 041) reads a command line, where
+``/`` is an ordinary character: ``*`` matches any run of characters, ``?`` any one
+character, so ``uv run pytest*`` admits ``uv run pytest tests/test_a.py``. A glob always
+matches the whole string, and a newline is an ordinary character.
 
 Matching never backtracks, and costs O(len(subject) * len(pattern) / word size) whatever
 the pattern. A glob is compiled once: adjacent stars are merged (``**/*`` means ``**``),
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
@@ -33,7 +36,9 @@ from harness_kernel._json import is_exact_array
 from harness_kernel.policy._errors import InvalidPolicyInputError
 
 __all__ = [
+    "GLOB_SYNTAXES",
     "CompiledGlob",
+    "GlobSyntax",
     "check_changed_paths",
     "compile_glob",
     "match_glob",
@@ -44,8 +49,16 @@ __all__ = [
 _DOUBLE_STAR: Final = "**"
 _STAR: Final = "*"
 _ANY: Final = "?"
+# The command dialect's ``?``: one character, ``/`` included. Two characters long, so it
+# can never be confused with a one-character literal token.
+_ANY_CHARACTER: Final = "?/"
 _SLASH: Final = "/"
-_WILDCARDS: Final = frozenset((_DOUBLE_STAR, _STAR, _ANY))
+_WILDCARDS: Final = frozenset((_DOUBLE_STAR, _STAR, _ANY, _ANY_CHARACTER))
+
+GlobSyntax: TypeAlias = Literal["path", "command"]
+"""How a glob reads its subject: as a workspace path, or as a command line (decision 041)."""
+
+GLOB_SYNTAXES: Final[tuple[GlobSyntax, ...]] = ("path", "command")
 _STARS: Final = frozenset((_DOUBLE_STAR, _STAR))
 
 # A token is one of the three wildcards above or a one-character literal; a literal "*"
@@ -78,6 +91,23 @@ def _require_str(value: object, what: str) -> str:
     return value
 
 
+def _require_syntax(syntax: object) -> GlobSyntax:
+    if type(syntax) is not str or syntax not in GLOB_SYNTAXES:
+        raise InvalidPolicyInputError('glob syntax must be "path" or "command"')
+    return syntax
+
+
+def _tokenize_command(pattern: str) -> _Tokens:
+    """A command glob's tokens: every ``*`` crosses ``/`` and ``?`` takes any character."""
+    return tuple(
+        _DOUBLE_STAR if char == _STAR else _ANY_CHARACTER if char == _ANY else char for char in pattern
+    )
+
+
+def _tokens(pattern: str, syntax: GlobSyntax) -> _Tokens:
+    return _tokenize_command(pattern) if syntax == "command" else _tokenize(pattern)
+
+
 def _tokenize(pattern: str) -> _Tokens:
     """The glob's tokens, with the ``/`` that each ``**`` swallows already removed."""
     tokens: list[str] = []
@@ -97,7 +127,7 @@ def _tokenize(pattern: str) -> _Tokens:
     return tuple(tokens)
 
 
-def translate(pattern: str) -> str:
+def translate(pattern: str, *, syntax: GlobSyntax = "path") -> str:
     """Translate a glob into the source of an equivalent regular expression.
 
     The result is meant for :func:`re.fullmatch`; it carries its own ``(?s:…)`` group so
@@ -106,18 +136,25 @@ def translate(pattern: str) -> str:
     engine needs time that grows like a power of the subject's length, one degree per
     star (``*a*a*a*a*a*b`` against 1,200 characters: days).
 
+    Args:
+        pattern: The glob.
+        syntax: ``"path"`` (the default) or ``"command"``, the dialect of the glob.
+
     Raises:
-        InvalidPolicyInputError: ``pattern`` is not an exact ``str``.
+        InvalidPolicyInputError: ``pattern`` is not an exact ``str``, or ``syntax`` is not
+            a known dialect.
     """
     _require_str(pattern, "glob pattern")
     parts: list[str] = []
-    for token in _tokenize(pattern):
+    for token in _tokens(pattern, _require_syntax(syntax)):
         if token == _DOUBLE_STAR:
             parts.append(".*")
         elif token == _STAR:
             parts.append("[^/]*")
         elif token == _ANY:
             parts.append("[^/]")
+        elif token == _ANY_CHARACTER:
+            parts.append(".")
         else:
             parts.append(re.escape(token))
     return "(?s:" + "".join(parts) + ")"
@@ -185,9 +222,14 @@ def _automaton(tokens: _Tokens) -> _MiddleTest:
             stars |= bit
         elif token == _ANY:
             any_char |= bit
+        elif token == _ANY_CHARACTER:
+            # Advances on every character, ``/`` included.
+            any_char |= bit
+            advance_on[_SLASH] = advance_on.get(_SLASH, 0) | bit
         else:
             advance_on[token] = advance_on.get(token, 0) | bit
-    # ``?`` advances on every character but ``/``; on a ``/`` only ``**`` stays.
+    # ``?`` advances on every character but ``/``; on a ``/`` only ``**`` stays (and the
+    # command dialect's ``?``, which put itself among the ``/`` literals above).
     on_slash = advance_on.pop(_SLASH, 0)
     advance = {char: mask | any_char for char, mask in advance_on.items()}
     accept = 1 << len(tokens)
@@ -236,9 +278,12 @@ def _middle_test(core: _Tokens) -> _MiddleTest:
     if core == (_STAR,):
         return _text_without_slash
     tail = core[1:]
-    if core[0] == _DOUBLE_STAR and _DOUBLE_STAR not in tail and _SLASH not in tail:
+    # A tail that may match a ``/`` (the command dialect's ``?``) can reach past the last
+    # segment, so the shortcut below does not hold for it.
+    crosses_slash = _DOUBLE_STAR in tail or _SLASH in tail or _ANY_CHARACTER in tail
+    if core[0] == _DOUBLE_STAR and not crosses_slash:
         return _in_last_segment(tail)
-    if _STAR not in core and _ANY not in core:
+    if _STAR not in core and _ANY not in core and _ANY_CHARACTER not in core:
         # Only ``**`` and literals, starting and ending with ``**`` (the literal ends were
         # taken off as prefix and suffix).
         chunks: list[str] = []
@@ -251,14 +296,14 @@ def _middle_test(core: _Tokens) -> _MiddleTest:
     return _automaton(core)
 
 
-def _compile_matcher(pattern: str) -> Callable[[str], bool]:
+def _compile_matcher(pattern: str, syntax: GlobSyntax) -> Callable[[str], bool]:
     """Compile ``pattern`` into a linear-time whole-string test.
 
     A match must start with the glob's leading literal characters and end with its trailing
     ones, so those are plain ``startswith``/``endswith`` tests, and only the part in between
     reaches :func:`_middle_test`.
     """
-    tokens = _merge_star_runs(_tokenize(pattern))
+    tokens = _merge_star_runs(_tokens(pattern, syntax))
     wildcards = [index for index, token in enumerate(tokens) if token in _WILDCARDS]
     if not wildcards:
         return pattern.__eq__
@@ -276,24 +321,35 @@ def _compile_matcher(pattern: str) -> Callable[[str], bool]:
     return test
 
 
-def match_glob(pattern: str, value: str) -> bool:
+def match_glob(pattern: str, value: str, *, syntax: GlobSyntax = "path") -> bool:
     """Whether ``value`` matches the whole of ``pattern``; linear in ``len(value)``.
 
+    Args:
+        pattern: The glob.
+        value: The subject.
+        syntax: ``"path"`` (the default) or ``"command"`` (``*`` and ``?`` cross ``/``).
+
     Raises:
-        InvalidPolicyInputError: ``pattern`` or ``value`` is not an exact ``str``.
+        InvalidPolicyInputError: ``pattern`` or ``value`` is not an exact ``str``, or
+            ``syntax`` is not a known dialect.
     """
-    matcher = _compile_matcher(_require_str(pattern, "glob pattern"))
+    matcher = _compile_matcher(_require_str(pattern, "glob pattern"), _require_syntax(syntax))
     return matcher(_require_str(value, "glob subject"))
 
 
-def compile_glob(pattern: str) -> CompiledGlob:
+def compile_glob(pattern: str, *, syntax: GlobSyntax = "path") -> CompiledGlob:
     """Compile ``pattern`` once; the result's ``test`` is equivalent to :func:`match_glob`.
 
+    Args:
+        pattern: The glob.
+        syntax: ``"path"`` (the default) or ``"command"`` (``*`` and ``?`` cross ``/``).
+
     Raises:
-        InvalidPolicyInputError: ``pattern`` is not an exact ``str``.
+        InvalidPolicyInputError: ``pattern`` is not an exact ``str``, or ``syntax`` is not
+            a known dialect.
     """
-    source = translate(pattern)
-    matcher = _compile_matcher(pattern)
+    source = translate(pattern, syntax=syntax)
+    matcher = _compile_matcher(pattern, syntax)
 
     def test(value: str) -> bool:
         if type(value) is not str:

@@ -10,9 +10,10 @@ import msgspec
 
 from harness_kernel.policy._errors import InvalidPermissionRulesError, InvalidPolicyInputError
 from harness_kernel.policy._exact import is_mapping, is_str
-from harness_kernel.policy._glob import compile_glob
+from harness_kernel.policy._glob import GlobSyntax, compile_glob
 
 __all__ = [
+    "COMMAND_ACTIONS",
     "EFFECTS",
     "RANK",
     "CompiledRules",
@@ -22,6 +23,7 @@ __all__ = [
     "Rule",
     "compile_rules",
     "decide",
+    "glob_syntax_for",
     "is_effect",
 ]
 
@@ -40,6 +42,19 @@ RANK: Final[Mapping[Effect, int]] = MappingProxyType({"allow": 0, "ask": 1, "den
 """How strict each effect is; equally long matching patterns resolve to the strictest."""
 
 _FALLBACK: Final = "*"
+
+COMMAND_ACTIONS: Final[tuple[str, ...]] = ("process.exec",)
+"""Actions whose subject is a command line: their patterns are command globs (decision 041)."""
+
+
+def glob_syntax_for(action: str) -> GlobSyntax:
+    """The glob dialect of ``action``'s subject patterns.
+
+    ``"command"`` for :data:`COMMAND_ACTIONS` (``*`` and ``?`` cross ``/``, so
+    ``"uv run pytest*"`` admits ``uv run pytest tests/test_a.py``), ``"path"`` for every
+    other action.
+    """
+    return "command" if action in COMMAND_ACTIONS else "path"
 
 
 def is_effect(value: object) -> TypeGuard[Effect]:
@@ -122,11 +137,12 @@ def _snapshot(permissions: object) -> _Snapshot:
     return snapshot
 
 
-def _compile_entry(entry: Effect | MappingProxyType[str, Effect]) -> Effect | _SubjectRules:
+def _compile_entry(action: str, entry: Effect | MappingProxyType[str, Effect]) -> Effect | _SubjectRules:
     if not isinstance(entry, MappingProxyType):
         return entry
+    syntax = glob_syntax_for(action)
     patterns: tuple[_Pattern, ...] = tuple(
-        (pattern, effect, compile_glob(pattern).test)
+        (pattern, effect, compile_glob(pattern, syntax=syntax).test)
         for pattern, effect in entry.items()
         if pattern != _FALLBACK
     )
@@ -193,6 +209,8 @@ def decide(permissions: PermissionMap | None, action: str, subject: str | None =
     The first applicable step wins: no rule → ask; a flat rule → its effect; the longest
     matching subject pattern other than ``"*"`` (ties deny > ask > allow); the ``"*"``
     fallback; otherwise deny when a subject was given (closed by default), else ask.
+    Patterns are path globs, except for :data:`COMMAND_ACTIONS`, whose patterns are
+    command globs (see :func:`glob_syntax_for`).
 
     Args:
         permissions: ``None``, or an exact ``dict`` (or read-only ``MappingProxyType``) of
@@ -207,7 +225,7 @@ def decide(permissions: PermissionMap | None, action: str, subject: str | None =
     """
     _check_request(action, subject)
     entry = _snapshot(permissions).get(action)
-    return _evaluate(action, subject, None if entry is None else _compile_entry(entry))
+    return _evaluate(action, subject, None if entry is None else _compile_entry(action, entry))
 
 
 @final
@@ -245,4 +263,6 @@ def compile_rules(permissions: PermissionMap | None) -> CompiledRules:
     Raises:
         InvalidPermissionRulesError: the permission map is malformed.
     """
-    return CompiledRules({action: _compile_entry(entry) for action, entry in _snapshot(permissions).items()})
+    return CompiledRules(
+        {action: _compile_entry(action, entry) for action, entry in _snapshot(permissions).items()}
+    )
