@@ -133,3 +133,37 @@ async def test_cancelling_the_run_stops_the_commands_process_group(tmp_path: Pat
     assert result.error.code == "TOOL_CANCELED"
     assert events[-1].type == "agent.stopped"
     assert d(events[-1]).status == "canceled"
+
+
+# ------------------------------------------------------------------ real commands, bounded
+
+
+async def _exec_result(tmp_path: Path, argv: list[str], timeout_ms: int = 30_000) -> Any:
+    workspace = declare_isolation(LocalWorkspace(tmp_path), "unsafe-host")
+    events, _ = await _run(workspace, "process.exec", {"argv": argv, "timeoutMs": timeout_ms})
+    (result,) = _results(events)
+    assert result.ok is True
+    return result.output
+
+
+async def test_a_flooding_command_is_bounded_and_keeps_its_end(tmp_path: Path) -> None:
+    flood = "import sys; sys.stdout.write('x' * 3_000_000 + '\\nEND OF RUN: 1 failed\\n')"
+    output = await _exec_result(tmp_path, ["python3", "-c", flood])
+    assert output["truncated"] is True
+    assert len(output["stdout"].encode()) < 131_072
+    assert output["stdout"].startswith("xxx")
+    assert output["stdout"].endswith("END OF RUN: 1 failed\n")
+
+
+async def test_a_command_past_its_timeout_is_stopped_and_reported(tmp_path: Path) -> None:
+    with trio.fail_after(10):
+        output = await _exec_result(tmp_path, ["sleep", "30"], timeout_ms=300)
+    assert output["timedOut"] is True
+
+
+async def test_children_a_command_leaves_behind_are_stopped_with_it(tmp_path: Path) -> None:
+    script = "sleep 60 & echo $! > a.pid; sleep 60 & echo $! > b.pid; echo started"
+    output = await _exec_result(tmp_path, ["sh", "-c", script])
+    assert (output["exitCode"], output["stdout"]) == (0, "started\n")
+    pids = [int((tmp_path / name).read_text()) for name in ("a.pid", "b.pid")]
+    assert [_running(pid) for pid in pids] == [False, False]
