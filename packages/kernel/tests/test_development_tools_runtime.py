@@ -4,6 +4,7 @@ kept, a cancelled run stops its command's process group."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,15 @@ async def test_the_policy_subject_of_a_command_is_its_shell_quoted_argv() -> Non
     ]
 
 
+def _gone(pids: list[int]) -> list[bool]:
+    """Whether each process has ended, waiting up to 5 s: a SIGKILL sent to a group is
+    delivered, but a process needs a moment to be scheduled and die."""
+    deadline = time.monotonic() + 5
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return [not _running(pid) for pid in pids]
+
+
 def _running(pid: int) -> bool:
     """Whether ``pid`` runs: a zombie (killed, not yet reaped by its new parent) does not."""
     try:
@@ -128,7 +138,7 @@ async def test_cancelling_the_run_stops_the_commands_process_group(tmp_path: Pat
             nursery.start_soon(cancel_once_started)
             events, _ = await _run(workspace, "process.exec", arguments, signal=controller.signal)
     pids = [int((tmp_path / name).read_text()) for name in ("child.pid", "shell.pid")]
-    assert [_running(pid) for pid in pids] == [False, False]
+    assert _gone(pids) == [True, True]
     (result,) = _results(events)
     assert result.error.code == "TOOL_CANCELED"
     assert events[-1].type == "agent.stopped"
@@ -166,4 +176,4 @@ async def test_children_a_command_leaves_behind_are_stopped_with_it(tmp_path: Pa
     output = await _exec_result(tmp_path, ["sh", "-c", script])
     assert (output["exitCode"], output["stdout"]) == (0, "started\n")
     pids = [int((tmp_path / name).read_text()) for name in ("a.pid", "b.pid")]
-    assert [_running(pid) for pid in pids] == [False, False]
+    assert _gone(pids) == [True, True]
