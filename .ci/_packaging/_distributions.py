@@ -22,6 +22,11 @@ _LAYOUT: Final = (
     ("harness-kernel", "packages/kernel", ("harness-kernel", "harness-tools", "harness-workspace")),
     ("harness-sandbox", "packages/sandbox", ("harness-sandbox", "harness-workspace")),
     (
+        "harness-models",
+        "packages/models",
+        ("harness-models", "harness-kernel", "harness-tools", "harness-workspace"),
+    ),
+    (
         "agent-server",
         "services/agent-server",
         ("agent-server", "harness-kernel", "harness-sandbox", "harness-tools", "harness-workspace"),

@@ -134,6 +134,11 @@ def _kernel_alone(installer: Installer, repo: Path) -> None:
     installer.alone("harness-kernel").run("python", "-c", "import harness_kernel")
 
 
+def _models_alone(installer: Installer, repo: Path) -> None:
+    step("harness-models alone: pulls in the kernel chain and httpx; imports")
+    installer.alone("harness-models").run("python", "-c", "import harness_models")
+
+
 def _sandbox_alone(installer: Installer, repo: Path) -> None:
     step("harness-sandbox alone: pulls in only harness-workspace; a SandboxWorkspace on bubblewrap")
     lone = installer.alone("harness-sandbox")
@@ -183,6 +188,7 @@ _SMOKES: Final[dict[str, Callable[[Installer, Path], None]]] = {
     "harness-tools": _tools_alone,
     "harness-kernel": _kernel_alone,
     "harness-sandbox": _sandbox_alone,
+    "harness-models": _models_alone,
     "agent-server": _agent_server_alone,
     "harness-import-boundary": _import_boundary_alone,
     "harness-exit-gate": _exit_gate_alone,

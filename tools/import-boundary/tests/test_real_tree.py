@@ -44,6 +44,12 @@ def test_the_repository_configuration_scans_the_production_trees_and_extends_the
         "pathlib:write",
         "tempfile",
         "trio.Path",
+        "socket",
+        "ssl",
+        "http",
+        "urllib",
+        "httpx",
+        "harness_models",
     ):
         assert entry in config.forbidden
     per_file = dict(config.per_file_allow)

@@ -1,0 +1,16 @@
+"""The distribution's version, read from its installed metadata."""
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Final
+
+__all__ = ["__version__"]
+
+
+def _distribution_version() -> str:
+    try:
+        return version("harness-models")
+    except PackageNotFoundError:  # pragma: no cover - a source tree without installed metadata
+        return "0.0.0+unknown"
+
+
+__version__: Final = _distribution_version()
