@@ -17,6 +17,7 @@ from harness_kernel.evals import (
     load_scenario,
 )
 from harness_kernel.manifest import TaskManifest, load_task_manifest
+from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 TASK = REPOSITORY / "tasks" / "dev-tools-0001.yaml"
@@ -163,3 +164,20 @@ def test_a_scenario_with_a_workspace_decodes_its_commands() -> None:
         files=(("a.txt", ""),),
         commands=(ScenarioCommand(argv=("make", "test"), exit_code=None, stderr="boom\n", timed_out=True),),
     )
+
+
+# ------------------------------------------------------------------ a real model instead of the script
+
+
+async def test_with_a_model_the_task_runs_on_it_and_only_status_and_files_are_checked() -> None:
+    scenario = load_scenario(GOLDEN.read_text(encoding="utf-8"))
+    # A "real" model: any streaming adapter; this one writes the fix its own way, in 2 steps.
+    write = ToolCall("w1", "fs.write", {"path": "calc.py", "contents": FIXED})
+    model = FakeModel([ScriptedTurn(tool_calls=[write]), ScriptedTurn(content="Done, in my own way.")])
+    outcome = await execute_scenario(scenario, manifests(), model=("my-model", model))
+    assert outcome.ok, outcome.failures
+    assert outcome.golden_run.steps == 2  # not the script's step count, and not checked
+    unfixed = FakeModel([ScriptedTurn(content="I did nothing.")])
+    outcome = await execute_scenario(scenario, manifests(), model=("lazy-model", unfixed))
+    assert not outcome.ok
+    assert all(failure.startswith("files") for failure in outcome.failures), outcome.failures

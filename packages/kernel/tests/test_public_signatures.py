@@ -64,7 +64,8 @@ EXPECTED = {
     ),
     "harness_kernel.evals:execute_scenario": (
         "(scenario: 'Scenario', manifests: 'Mapping[str, TaskManifest]', *, "
-        "report: 'Mapping[str, object] | None' = None) -> 'ScenarioOutcome'"
+        "report: 'Mapping[str, object] | None' = None, "
+        "model: 'tuple[str, ModelAdapter] | None' = None) -> 'ScenarioOutcome'"
     ),
     "harness_kernel.runtime:MinimalAgentRuntime.run": "(self, input: 'RunInput') -> 'RunStream'",
     "harness_kernel.runtime:MinimalAgentRuntime.steer": ("(self, run_id: 'str', text: 'str') -> 'None'"),

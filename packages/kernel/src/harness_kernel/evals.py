@@ -36,7 +36,15 @@ from harness_kernel.legacy._records import Budget, RunOptions
 from harness_kernel.manifest._model import TaskManifest, manifest_permissions
 from harness_kernel.manifest._yaml import ROOT, describe_kind, is_refused, join_path, read_yaml_document
 from harness_kernel.models._adapters import FakeModel, ScriptedTurn
-from harness_kernel.models._types import ToolCall
+from harness_kernel.models._types import (
+    CompletionRequest,
+    CompletionResponse,
+    Model,
+    ModelAdapter,
+    ModelRequest,
+    ResponseCompletedFrame,
+    ToolCall,
+)
 from harness_kernel.policy._permission import RulePermissionController
 
 __all__ = [
@@ -653,8 +661,41 @@ def _check(failures: list[str], name: str, wanted: object, seen: object) -> None
         failures.append(f"{name}: wanted {_show(wanted)}, saw {_show(seen)}")
 
 
+class _CollectedModel:
+    """The legacy one-shot ``Model`` port over a streaming ``ModelAdapter`` (a real provider)."""
+
+    def __init__(self, adapter: ModelAdapter, name: str) -> None:
+        self._adapter = adapter
+        self.name = name
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        streamed = ModelRequest(
+            messages=request.messages,
+            tools=request.tools,
+            model=request.model,
+            max_tokens=request.max_tokens,
+            system=request.system,
+            provider_options=request.provider_options,
+            signal=request.signal,
+        )
+        frames = self._adapter.stream(streamed)
+        try:
+            async for frame in frames:
+                if type(frame) is ResponseCompletedFrame:
+                    return frame.response
+        finally:
+            aclose = getattr(frames, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        raise ScenarioRuntimeError("the model's stream ended without a completion")
+
+
 async def execute_scenario(
-    scenario: Scenario, manifests: Mapping[str, TaskManifest], *, report: Mapping[str, object] | None = None
+    scenario: Scenario,
+    manifests: Mapping[str, TaskManifest],
+    *,
+    report: Mapping[str, object] | None = None,
+    model: tuple[str, ModelAdapter] | None = None,
 ) -> ScenarioOutcome:
     """Run ``scenario`` with the legacy loop and check every expectation.
 
@@ -663,6 +704,10 @@ async def execute_scenario(
         manifests: Task id → decoded manifest; the scenario's one task supplies the goal,
             the id and the budget.
         report: An already read and validated run report (a JSON object), or ``None``.
+        model: ``(name, adapter)`` of a real model to run the task with instead of the
+            scenario's script. Its answers are its own, so only ``run.status`` and
+            ``files`` are checked then; the scripted run's exact events, steps, tool calls
+            and text are not.
 
     Raises:
         ScenarioRuntimeError: the scenario does not use exactly one task, its manifest is
@@ -693,9 +738,10 @@ async def execute_scenario(
         # The task's own rules decide every call, as in a session of that task. A scenario
         # in the older form (echo alone, no workspace) keeps running without a controller.
         permission = RulePermissionController(manifest_permissions(manifest))
+    scripted: Model = FakeModel([_turn(turn) for turn in scenario.script])
     options = RunOptions(
         goal=manifest.goal,
-        model=FakeModel([_turn(turn) for turn in scenario.script]),
+        model=scripted if model is None else _CollectedModel(model[1], model[0]),
         tools=build_tools(scenario.tools),
         workspace_capability=workspace,
         permission=permission,
@@ -729,7 +775,12 @@ async def execute_scenario(
         total_tokens=total_tokens,
         event_count=len(events),
     )
-    failures = _expectation_failures(scenario.expect, golden, text, events, report)
+    expect = scenario.expect
+    if model is not None:
+        run = expect.run
+        status_only = None if run is None else RunExpectation(status=run.status)
+        expect = ScenarioExpectation(run=status_only, files=expect.files)
+    failures = _expectation_failures(expect, golden, text, events, report)
     if scenario.expect.files is not None and workspace is not None:
         failures.extend(file_failures(scenario.expect.files, workspace.files, _show))
     return ScenarioOutcome(
