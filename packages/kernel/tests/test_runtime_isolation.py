@@ -247,3 +247,34 @@ async def test_run_agent_runs_them_on_an_in_memory_workspace() -> None:
     )
     assert legacy_helpers.of_type(result.events, "tool.result")[0]["ok"] is True
     assert await workspace.read_file("a.txt") == "x"
+
+
+# ------------------------------------------------------------------ a provider's typed failure
+
+
+class _ProviderDown(Exception):
+    """Shaped like harness-models' ModelError: a stable code, and a message with anything in it."""
+
+    def __init__(self) -> None:
+        super().__init__("upstream said: key sk-secret-123 is invalid")
+        self.code = "MODEL_AUTH_FAILED"
+
+
+class _Failing:
+    def stream(self, request: object) -> Any:
+        async def frames() -> Any:
+            raise _ProviderDown()
+            yield  # pragma: no cover
+
+        return frames()
+
+
+async def test_a_provider_failure_fails_the_run_with_its_code_and_never_its_message() -> None:
+    stream = MinimalAgentRuntime().run(make_input(_Failing()))
+    events, error = await drain(stream)
+    assert error is not None
+    assert str(error).endswith("model stream failed: MODEL_AUTH_FAILED")
+    assert "sk-secret" not in str(error)
+    assert all("sk-secret" not in repr(event) for event in events)
+    assert events[-1].type == "agent.stopped"
+    assert d(events[-1]).status == "failed"

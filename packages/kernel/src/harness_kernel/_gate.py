@@ -47,6 +47,7 @@ __all__ = [
     "close_coroutine",
     "convert_arguments",
     "default_intent",
+    "error_code",
     "permission_intent",
     "resolution_of",
     "tool_definitions",
@@ -94,13 +95,18 @@ def static_attribute(error: BaseException, name: str) -> object:
     return class_value
 
 
-def typed_error_code(error: BaseException) -> str | None:
-    """The code a failed tool call reports for ``error``: a workspace's or a tool's own typed
-    error keeps its well-formed ``code`` (read without running a property); else ``None``."""
-    if not isinstance(error, (WorkspaceOperationError, ToolError)):
-        return None
+def error_code(error: BaseException) -> str | None:
+    """``error``'s well-formed ``code`` (``[A-Z0-9_]{2,80}``), read without running a property."""
     code = static_attribute(error, "code")
     return code if type(code) is str and _ERROR_CODE.fullmatch(code) is not None else None
+
+
+def typed_error_code(error: BaseException) -> str | None:
+    """The code a failed tool call reports for ``error``: a workspace's or a tool's own typed
+    error keeps its well-formed ``code``; else ``None``."""
+    if not isinstance(error, (WorkspaceOperationError, ToolError)):
+        return None
+    return error_code(error)
 
 
 def cut_reason(text: str) -> str:

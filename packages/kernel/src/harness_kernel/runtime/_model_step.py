@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import trio
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
+from harness_kernel._gate import error_code
 from harness_kernel._ids import is_id
 from harness_kernel._json import MAX_SAFE_INTEGER, has_lone_surrogate
 from harness_kernel.events._model import (
@@ -210,7 +211,7 @@ class _Pull:
         except (AgentRuntimeError, Canceled):
             raise
         except Exception as error:
-            raise ModelStreamError("model stream failed") from error
+            raise _stream_failed(error) from error
         if inspect.iscoroutine(result):
             result.close()
             raise ModelStreamError("model stream must return an async iterator")
@@ -235,7 +236,7 @@ class _Pull:
             run.check_cancel()
             if trio.current_time() >= self.deadline:
                 self._timeout()
-            raise ModelStreamError("model stream failed") from error
+            raise _stream_failed(error) from error
         if scope.cancelled_caught or run.cancel_requested:
             self._interrupted()
         return frame
@@ -428,3 +429,11 @@ def _check_completed_calls(completed: object, finish: str, calls: list[ToolCall]
             raise ModelStreamError("model completion tool call arguments are not bounded JSON") from error
         if final.id != streamed.id or final.name != streamed.name or arguments != streamed.arguments:
             raise ModelStreamError("model completion tool calls do not match the stream")
+
+
+def _stream_failed(error: Exception) -> ModelStreamError:
+    """The run's failure for an adapter's exception: with its stable code when it has one
+    (a provider's ``ModelError``: ``MODEL_AUTH_FAILED``, ``MODEL_RATE_LIMITED`` …), never
+    its message, which a foreign adapter might have filled with anything."""
+    code = error_code(error)
+    return ModelStreamError("model stream failed" if code is None else f"model stream failed: {code}")
