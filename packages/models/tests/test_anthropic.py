@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from typing import Any
+from collections.abc import AsyncGenerator
+from typing import Any, cast
 
 import pytest
 import trio
@@ -511,9 +512,9 @@ async def test_trio_cancellation_closes_the_stream_at_once() -> None:
 
 async def test_leaving_the_stream_early_closes_the_transport() -> None:
     transport = ScriptedTransport([plain("a", "b", "c")])
-    stream = model_on(transport).stream(ask())
+    stream = cast("AsyncGenerator[ModelEvent, None]", model_on(transport).stream(ask()))
     assert await anext(stream) == TextDeltaFrame("a")
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert transport.closed == 1
 
 
