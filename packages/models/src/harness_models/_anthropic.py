@@ -1,0 +1,203 @@
+"""``AnthropicModel``: the Anthropic Messages API behind the kernel's ``ModelAdapter`` port."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, cast, final
+
+from harness_kernel.models import (
+    ModelEvent,
+    ModelRequest,
+    ResponseCompletedFrame,
+    ToolNameAliases,
+)
+from harness_models._anthropic_wire import StreamDecoder, aliases_for, request_body
+from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
+from harness_models._retry import stream_with_retries
+from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
+from harness_workspace import AbortSignal, move_on_abort
+
+__all__ = ["ANTHROPIC_API_VERSION", "AnthropicModel"]
+
+ANTHROPIC_API_VERSION: Final = "2023-06-01"
+"""The ``anthropic-version`` header this adapter speaks."""
+
+_MESSAGES_PATH: Final = "/v1/messages"
+_OWN_HEADERS: Final = frozenset({"x-api-key", "anthropic-version", "content-type", "accept", "authorization"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One prepared request: where, with what, and how to name the calls that come back."""
+
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    aliases: ToolNameAliases
+
+
+@final
+class AnthropicModel:
+    """A :class:`~harness_kernel.models.ModelAdapter` over the Anthropic Messages API.
+
+    ``stream(request)`` posts one streaming ``/v1/messages`` request and yields a
+    ``TextDeltaFrame`` per text delta as it arrives, then one ``ToolCallFrame`` per
+    ``tool_use`` block (its input assembled from the ``input_json_delta`` fragments), then
+    the ``ResponseCompletedFrame``. Tool names reach the provider as provider-safe aliases
+    and come back canonical (decision 040). A retryable failure before the first frame
+    starts a new attempt as ``retry`` allows; nothing is retried after a frame was handed
+    on. ``request.signal`` and trio cancellation close the stream at once.
+
+    Args:
+        model: The provider's model name (sent as ``model``).
+        api_key: The key for ``x-api-key``; ``None`` sends none (a local compatible server).
+        base_url: The API root; ``/v1/messages`` is appended.
+        transport: The SSE transport; by default an HTTP one made at the first request.
+        retry: How failed attempts are retried.
+        timeouts: The default transport's timeouts.
+        max_tokens: ``max_tokens`` when neither the request nor its provider options set it.
+        extra_headers: More request headers (``anthropic-beta``, say); they cannot replace
+            the key, version, content type or accept headers.
+
+    Raises:
+        ModelError: ``MODEL_CONFIG_INVALID`` for an empty model or base URL, a
+            ``max_tokens`` that is not a positive int, a key that is not an ``ApiKey``, or
+            an extra header that is not a string pair or names one of the adapter's own.
+    """
+
+    __slots__ = (
+        "_base_url",
+        "_extra_headers",
+        "_key",
+        "_max_tokens",
+        "_model",
+        "_retry",
+        "_timeouts",
+        "_transport",
+    )
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: ApiKey | None,
+        base_url: str = "https://api.anthropic.com",
+        transport: SseTransport | None = None,
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen, so one shared default is safe
+        timeouts: Timeouts = Timeouts(),  # noqa: B008 - frozen, so one shared default is safe
+        max_tokens: int = 4096,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if type(model) is not str or not model.strip():
+            raise ModelError(MODEL_CONFIG_INVALID, "the model name must be a non-empty string")
+        if type(base_url) is not str or not base_url.strip():
+            raise ModelError(MODEL_CONFIG_INVALID, "the base URL must be a non-empty string")
+        if api_key is not None and type(api_key) is not ApiKey:
+            raise ModelError(MODEL_CONFIG_INVALID, "the API key must be an ApiKey")
+        if type(max_tokens) is not int or max_tokens < 1:
+            raise ModelError(MODEL_CONFIG_INVALID, "max_tokens must be a positive int")
+        self._model = model
+        self._key = api_key
+        self._base_url = base_url.rstrip("/")
+        self._transport = transport
+        self._retry = retry
+        self._timeouts = timeouts
+        self._max_tokens = max_tokens
+        self._extra_headers = _checked_headers(extra_headers or {})
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(model={self._model!r}, base_url={self._base_url!r})"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Answer ``request`` as a stream of frames ending with a ``ResponseCompletedFrame``.
+
+        Raises:
+            ModelError: The transport's errors, an ``error`` event, a malformed stream or
+                tool input (the last one after any retries).
+            ToolNameAliasError: A tool name of the request cannot be aliased.
+            BaseException: The signal's reason, when ``request.signal`` aborts.
+        """
+        signal = request.signal
+        _raise_if_aborted(signal)
+        call = self._prepare(request)
+        transport = self._transport
+        if transport is None:
+            transport = self._transport = _default_transport(self._timeouts)
+        frames = cast(
+            "AsyncGenerator[ModelEvent, None]",
+            stream_with_retries(lambda: _attempt(transport, call), self._retry),
+        )
+        try:
+            while True:
+                frame: ModelEvent | None = None
+                try:
+                    if signal is None:
+                        frame = await anext(frames)
+                    else:
+                        # The scope holds no yield: it covers one pull, then closes.
+                        with move_on_abort(signal):
+                            frame = await anext(frames)
+                        _raise_if_aborted(signal)
+                except StopAsyncIteration:
+                    return
+                assert frame is not None
+                yield frame
+                if type(frame) is ResponseCompletedFrame:
+                    return
+        finally:
+            await frames.aclose()
+
+    def _prepare(self, request: ModelRequest) -> _Call:
+        aliases = aliases_for(request)
+        body = request_body(request, model=self._model, default_max_tokens=self._max_tokens, aliases=aliases)
+        headers = {
+            **self._extra_headers,
+            "anthropic-version": ANTHROPIC_API_VERSION,
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+        }
+        if self._key is not None:
+            headers["x-api-key"] = self._key.reveal()
+        return _Call(url=self._base_url + _MESSAGES_PATH, headers=headers, body=body, aliases=aliases)
+
+
+async def _attempt(transport: SseTransport, call: _Call) -> AsyncIterator[ModelEvent]:
+    """One attempt: the text deltas while the stream is open, then the calls and the completion."""
+    decoder = StreamDecoder(call.aliases)
+    async with transport.stream(call.url, headers=call.headers, body=call.body) as events:
+        async for event in events:
+            for frame in decoder.feed(event):
+                yield frame
+            if decoder.stopped:
+                break
+    for frame in decoder.finish():
+        yield frame
+
+
+def _raise_if_aborted(signal: AbortSignal | None) -> None:
+    """Raise the signal's reason if it aborted (the kernel's rule: an exception is raised
+    as itself, any other reason inside a ``RuntimeError``)."""
+    if signal is not None and signal.aborted:
+        reason = signal.reason
+        raise reason if isinstance(reason, BaseException) else RuntimeError(reason)
+
+
+def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if type(name) is not str or type(value) is not str or not name:
+            raise ModelError(MODEL_CONFIG_INVALID, "extra headers must map non-empty strings to strings")
+        if name.lower() in _OWN_HEADERS:
+            raise ModelError(MODEL_CONFIG_INVALID, f"extra headers cannot set {name.lower()}")
+        checked[name.lower()] = value
+    return checked
+
+
+def _default_transport(timeouts: Timeouts) -> SseTransport:
+    # Imported by name at the first request: the HTTP transport is a sibling module that
+    # tests never need (they inject an in-memory transport).
+    module = importlib.import_module("harness_models._transport")
+    factory = cast("Callable[[Timeouts], SseTransport]", module.HttpSseTransport)
+    return factory(timeouts)
