@@ -341,6 +341,9 @@ async def test_usage_is_zero_when_the_server_sends_none() -> None:
         ),
         pytest.param([chunk({}, "tool_calls"), DONE], id="tool-calls-without-a-call"),
         pytest.param(
+            [SseEvent(data='{"choices": [{"delta": {"content": "\\ud800"}}]}')], id="lone-surrogate"
+        ),
+        pytest.param(
             [
                 chunk({"tool_calls": [{"index": 0, "function": {"name": "fs_read"}}]}),
                 chunk({}, "tool_calls"),
@@ -432,6 +435,40 @@ async def test_an_abort_raises_the_reason_and_closes_the_transport() -> None:
     assert failures == [reason]
     assert seen == [TextDeltaFrame("x")]
     assert transport.closed == 1
+
+
+async def test_an_abort_during_a_retry_wait_ends_it_at_once() -> None:
+    limited = ModelError(MODEL_RATE_LIMITED, "429", retryable=True, status=429, retry_after_s=30)
+    transport = ScriptedTransport([limited, text_stream("late")])
+    slow = RetryPolicy(max_attempts=2, base_delay_s=30, max_delay_s=30, max_total_s=60)
+    controller = AbortController()
+    failures: list[BaseException] = []
+
+    async def consume() -> None:
+        try:
+            await _frames(_model(transport, retry=slow), _request(signal=controller.signal))
+        except RuntimeError as error:
+            failures.append(error)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            await trio.testing.wait_all_tasks_blocked()
+            controller.abort(RuntimeError("stop waiting"))
+    assert [str(error) for error in failures] == ["stop waiting"]
+    assert len(transport.requests) == 1
+
+
+async def test_a_refusal_is_part_of_the_answer_text() -> None:
+    frames = await _answer(
+        [
+            chunk({"role": "assistant", "content": None, "refusal": "I can"}),
+            chunk({"refusal": "not."}, "stop"),
+            DONE,
+        ]
+    )
+    assert frames[:2] == [TextDeltaFrame("I can"), TextDeltaFrame("not.")]
+    assert _completion(frames).content == "I cannot."
 
 
 async def test_an_already_aborted_signal_sends_nothing() -> None:

@@ -12,7 +12,7 @@ import ipaddress
 import re
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack, aclosing
+from contextlib import aclosing
 from typing import Final, TypeVar, cast
 
 from harness_kernel.models import ModelEvent, ModelRequest, ToolNameAliases
@@ -127,12 +127,16 @@ class OpenAIChatModel:
         transport = self._transport_for_use()
 
         def attempt() -> AsyncIterator[ModelEvent]:
-            return self._attempt(transport, body, aliases, signal)
+            return self._attempt(transport, body, aliases)
 
         # stream_with_retries is an async generator: close it (and its attempt) when we are closed.
         retried = cast("AsyncGenerator[ModelEvent, None]", stream_with_retries(attempt, self._retry))
         async with aclosing(retried) as frames:
-            async for frame in frames:
+            while True:
+                # The signal cancels each pull (the open, a read, a backoff wait), never a yield.
+                frame = await _until_aborted(signal, anext(frames, None))
+                if frame is None:
+                    return
                 yield frame
 
     def _transport_for_use(self) -> SseTransport:
@@ -144,26 +148,21 @@ class OpenAIChatModel:
         return self._transport
 
     async def _attempt(
-        self, transport: SseTransport, body: bytes, aliases: ToolNameAliases, signal: AbortSignal | None
+        self, transport: SseTransport, body: bytes, aliases: ToolNameAliases
     ) -> AsyncIterator[ModelEvent]:
         """One request: its events become frames; leaving closes the stream at once."""
-        raise_if_aborted(signal)
         secret = None if self._api_key is None else self._api_key.reveal()
         assembler = ChunkAssembler(aliases, secret=secret)
-        async with AsyncExitStack() as stack:
-            opened = transport.stream(self._url, headers=self._headers, body=body)
-            events = await _until_aborted(signal, stack.enter_async_context(opened))
-            while not assembler.done:
-                event = await _until_aborted(signal, anext(events, None))
-                if event is None:
-                    break
+        async with transport.stream(self._url, headers=self._headers, body=body) as events:
+            async for event in events:
                 if event.event == "error":
                     raise assembler.error_event(event.data)
                 if event.event != "message":
                     continue  # a named event the Chat Completions wire does not define
                 for frame in assembler.feed(event.data):
                     yield frame
-                    raise_if_aborted(signal)
+                if assembler.done:
+                    break
         for frame in assembler.finish():
             yield frame
 
