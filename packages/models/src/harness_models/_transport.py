@@ -193,14 +193,16 @@ class _Events:
 
         Closing only the outermost generator would leave the inner ones (httpx and httpcore
         nest four) to the garbage collector, which trio reports as a ``ResourceWarning``;
-        a read after the close fails at the innermost level and unwinds them all.
+        reads after the close drain what was buffered, then fail at the innermost level and
+        unwind them all (the caller bounds this with a short grace period).
         """
         await response.aclose()
         if self._ended:
             return
         self._ended = True
         with contextlib.suppress(Exception):
-            await anext(self._chunks)
+            while True:  # what h11 had buffered comes out first; then the closed socket fails
+                await anext(self._chunks)
 
     async def __anext__(self) -> SseEvent:
         while not self._ready:
