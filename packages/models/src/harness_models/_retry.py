@@ -1,12 +1,17 @@
-"""Retries of a streamed answer: only retryable errors, only before the first frame is handed on.
+"""Retries of a streamed answer: only retryable errors, only before the first item is handed on.
 
-A first version for the adapters to build on; the transport helper owns and refines it.
+Once an item left this generator the runtime may have shown or recorded it, so a later
+failure propagates as it is: a second attempt would repeat output. The waits are
+full-jitter exponential backoff ("AWS Architecture Blog: Exponential Backoff and Jitter"):
+uniform in ``[0, min(max_delay, base * 2**(n-1))]``; a provider's ``Retry-After`` wins when
+it is longer, but never beyond ``max_delay_s``. No attempt starts after ``max_total_s``.
 """
 
 from __future__ import annotations
 
+import math
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import TypeVar
 
 import trio
@@ -20,27 +25,44 @@ T = TypeVar("T")
 
 
 def backoff_s(policy: RetryPolicy, attempt: int, hint_s: float | None, rng: random.Random) -> float:
-    """The wait before attempt ``attempt + 1``: full-jitter exponential backoff, or longer hint."""
-    ceiling = min(policy.max_delay_s, policy.base_delay_s * (2 ** (attempt - 1)))
-    wait = rng.uniform(0, ceiling)
-    if hint_s is not None:
-        wait = max(wait, min(hint_s, policy.max_delay_s))
-    return wait
+    """The wait after failed attempt number ``attempt`` (1-based).
+
+    Args:
+        policy: The retry policy.
+        attempt: Which attempt just failed.
+        hint_s: The provider's wait hint; ignored unless a finite number of seconds >= 0.
+        rng: The source of jitter (seeded in tests).
+    """
+    ceiling = min(policy.max_delay_s, policy.base_delay_s * 2.0 ** min(attempt - 1, 64))
+    wait = rng.uniform(0.0, ceiling)
+    if hint_s is not None and math.isfinite(hint_s) and hint_s > wait:
+        wait = min(hint_s, policy.max_delay_s)
+    return max(wait, 0.0)
 
 
 async def stream_with_retries(
     attempt: Callable[[], AsyncIterator[T]], policy: RetryPolicy, *, rng: random.Random | None = None
-) -> AsyncIterator[T]:
-    """Yield the items of ``attempt()``, starting it again on a retryable ``ModelError`` that
-    comes before its first item, as ``policy`` allows; an error after an item was yielded, or
-    the last one, propagates."""
+) -> AsyncGenerator[T, None]:
+    """Yield the items of ``attempt()``, starting it again after a retryable error.
+
+    A :class:`~harness_models.ModelError` with ``retryable`` set that comes before the first
+    item starts a new attempt after :func:`backoff_s`, while attempts and total time last.
+    Every other error, an error after an item was yielded, and the last error propagate
+    unchanged. Each attempt's iterator is closed before the wait (so its connection is not
+    held while sleeping); a cancellation during the wait ends it at once.
+
+    Args:
+        attempt: Starts one attempt (an async generator function qualifies).
+        policy: Attempts, delays and the total time budget.
+        rng: The source of jitter; a fresh ``random.Random()`` by default.
+    """
     chooser = rng if rng is not None else random.Random()
     started = trio.current_time()
     number = 0
     while True:
         number += 1
-        produced = False
         stream = attempt()
+        produced = False
         try:
             async for item in stream:
                 produced = True
