@@ -29,7 +29,14 @@ _LAYOUT: Final = (
     (
         "agent-server",
         "services/agent-server",
-        ("agent-server", "harness-kernel", "harness-sandbox", "harness-tools", "harness-workspace"),
+        (
+            "agent-server",
+            "harness-kernel",
+            "harness-models",
+            "harness-sandbox",
+            "harness-tools",
+            "harness-workspace",
+        ),
     ),
     ("harness-import-boundary", "tools/import-boundary", ("harness-import-boundary",)),
     (

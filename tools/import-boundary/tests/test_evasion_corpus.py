@@ -472,7 +472,9 @@ FORMS: Final[dict[str, Form]] = {
     "agent_server": static("import agent_server\n"),
     "harness_models (the network adapter)": static("from harness_models import ModelError\n"),
     "httpx": static("import httpx\nclient = httpx.AsyncClient()\n"),
-    "urllib.request.urlopen to a loopback server": static("from urllib.request import urlopen\nurlopen('http://127.0.0.1:9/')\n"),
+    "urllib.request.urlopen to a loopback server": static(
+        "from urllib.request import urlopen\nurlopen('http://127.0.0.1:9/')\n"
+    ),
     "http.client": static("import http.client\nhttp.client.HTTPConnection('127.0.0.1')\n"),
     "ssl": static("import ssl\ncontext = ssl.create_default_context()\n"),
     "harness_exit_gate": static("import harness_exit_gate\n"),

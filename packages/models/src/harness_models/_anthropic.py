@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Final, cast, final
+from typing import Final, final
 
 from harness_kernel.models import (
     ModelEvent,
@@ -16,6 +15,8 @@ from harness_kernel.models import (
 from harness_models._anthropic_wire import StreamDecoder, aliases_for, request_body
 from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._retry import stream_with_retries
+from harness_models._secrets import check_base_url
+from harness_models._transport import HttpSseTransport
 from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
 from harness_workspace import AbortSignal, move_on_abort
 
@@ -89,6 +90,7 @@ class AnthropicModel:
         timeouts: Timeouts = Timeouts(),  # noqa: B008 - frozen, so one shared default is safe
         max_tokens: int = 4096,
         extra_headers: Mapping[str, str] | None = None,
+        allow_insecure_http: bool = False,
     ) -> None:
         if type(model) is not str or not model.strip():
             raise ModelError(MODEL_CONFIG_INVALID, "the model name must be a non-empty string")
@@ -100,7 +102,7 @@ class AnthropicModel:
             raise ModelError(MODEL_CONFIG_INVALID, "max_tokens must be a positive int")
         self._model = model
         self._key = api_key
-        self._base_url = base_url.rstrip("/")
+        self._base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
         self._transport = transport
         self._retry = retry
         self._timeouts = timeouts
@@ -125,10 +127,7 @@ class AnthropicModel:
         transport = self._transport
         if transport is None:
             transport = self._transport = _default_transport(self._timeouts)
-        frames = cast(
-            "AsyncGenerator[ModelEvent, None]",
-            stream_with_retries(lambda: _attempt(transport, call), self._retry),
-        )
+        frames = stream_with_retries(lambda: _attempt(transport, call), self._retry)
         try:
             while True:
                 frame: ModelEvent | None = None
@@ -196,8 +195,4 @@ def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def _default_transport(timeouts: Timeouts) -> SseTransport:
-    # Imported by name at the first request: the HTTP transport is a sibling module that
-    # tests never need (they inject an in-memory transport).
-    module = importlib.import_module("harness_models._transport")
-    factory = cast("Callable[[Timeouts], SseTransport]", module.HttpSseTransport)
-    return factory(timeouts)
+    return HttpSseTransport(timeouts)

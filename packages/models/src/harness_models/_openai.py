@@ -7,19 +7,18 @@ only before the first frame (:func:`~harness_models._retry.stream_with_retries`)
 
 from __future__ import annotations
 
-import importlib
-import ipaddress
 import re
-import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from contextlib import aclosing
-from typing import Final, TypeVar, cast
+from typing import Final, TypeVar
 
 from harness_kernel.models import ModelEvent, ModelRequest, ToolNameAliases
 from harness_kernel.models._types import abort_reason_error, raise_if_aborted
 from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._openai_wire import ChunkAssembler, MaxTokensField, aliases_for, encode_body
 from harness_models._retry import stream_with_retries
+from harness_models._secrets import check_base_url
+from harness_models._transport import HttpSseTransport
 from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
 from harness_workspace import AbortSignal, move_on_abort
 
@@ -99,7 +98,9 @@ class OpenAIChatModel:
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             raise _config("max_tokens_field must be 'max_tokens' or 'max_completion_tokens'")
         self.model = model
-        self.base_url = _checked_base_url(base_url, allow_insecure_http=allow_insecure_http)
+        if type(base_url) is not str or not base_url or len(base_url) > 2048:
+            raise _config("base_url must be a non-empty str of at most 2048 characters")
+        self.base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
         self._url = f"{self.base_url}/chat/completions"
         self._api_key = api_key
         self._transport = transport
@@ -130,7 +131,7 @@ class OpenAIChatModel:
             return self._attempt(transport, body, aliases)
 
         # stream_with_retries is an async generator: close it (and its attempt) when we are closed.
-        retried = cast("AsyncGenerator[ModelEvent, None]", stream_with_retries(attempt, self._retry))
+        retried = stream_with_retries(attempt, self._retry)
         async with aclosing(retried) as frames:
             while True:
                 # The signal cancels each pull (the open, a read, a backoff wait), never a yield.
@@ -141,10 +142,7 @@ class OpenAIChatModel:
 
     def _transport_for_use(self) -> SseTransport:
         if self._transport is None:
-            # Loaded here: the HTTP transport (and httpx) loads only when a real request is made.
-            module = importlib.import_module("harness_models._transport")
-            make = cast("Callable[[Timeouts], SseTransport]", module.HttpSseTransport)
-            self._transport = make(self._timeouts)
+            self._transport = HttpSseTransport(self._timeouts)
         return self._transport
 
     async def _attempt(
@@ -178,36 +176,6 @@ async def _until_aborted(signal: AbortSignal | None, awaitable: Awaitable[T]) ->
 
 def _config(message: str) -> ModelError:
     return ModelError(MODEL_CONFIG_INVALID, message)
-
-
-def _checked_base_url(base_url: object, *, allow_insecure_http: bool) -> str:
-    """``base_url`` without a trailing ``/``, if it is a usable API root."""
-    if type(base_url) is not str or not base_url or len(base_url) > 2048 or not base_url.isascii():
-        raise _config("base_url must be a non-empty ASCII str")
-    try:
-        parts = urllib.parse.urlsplit(base_url)
-        host = parts.hostname
-        parts.port  # noqa: B018 - parsing the port validates it
-    except ValueError:
-        raise _config("base_url is not a valid URL") from None
-    if parts.scheme not in ("https", "http") or not host:
-        raise _config("base_url must be an http(s) URL with a host")
-    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
-        raise _config("base_url must carry no credentials, query or fragment (pass the key as api_key)")
-    if any(char.isspace() or ord(char) < 0x21 for char in base_url):
-        raise _config("base_url must not contain whitespace or control characters")
-    if parts.scheme == "http" and not allow_insecure_http and not _is_loopback(host):
-        raise _config("plain http is allowed only to a loopback address (or with allow_insecure_http)")
-    return base_url.rstrip("/")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _headers(api_key: ApiKey | None, extra: Mapping[str, str] | None) -> dict[str, str]:

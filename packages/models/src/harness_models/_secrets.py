@@ -78,6 +78,8 @@ def check_base_url(url: str, *, allow_insecure_http: bool) -> str:
         raise ModelError(MODEL_CONFIG_INVALID, "the base URL is not a valid URL") from None
     if parsed.scheme not in ("https", "http") or not parsed.host:
         raise ModelError(MODEL_CONFIG_INVALID, "the base URL must be an http:// or https:// URL with a host")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        raise ModelError(MODEL_CONFIG_INVALID, "the base URL's port must be 1..65535")
     if parsed.userinfo:
         raise ModelError(MODEL_CONFIG_INVALID, "the base URL must not carry a user name or password")
     if parsed.query or parsed.fragment or "?" in url or "#" in url:

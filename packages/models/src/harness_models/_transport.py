@@ -149,9 +149,12 @@ def error_for_status(
         message += f" ({error_type})"
     if error_message:
         message += f": {error_message}"
-    for secret in secrets:
-        if len(secret) >= 8:  # short values (a version, "application/json") are not secrets
-            message = message.replace(secret, "<redacted>")
+    # A header value and each word of it ("Bearer <key>": providers echo the bare key back);
+    # longest first, so a value is hidden whole before its parts. Short values (a version,
+    # "application/json") are not secrets.
+    hidden = {part for secret in secrets for part in (secret, *secret.split()) if len(part) >= 8}
+    for secret in sorted(hidden, key=len, reverse=True):
+        message = message.replace(secret, "<redacted>")
     message = _printable(message)
     if len(message) > MAX_ERROR_MESSAGE_CHARS:
         message = message[: MAX_ERROR_MESSAGE_CHARS - 1] + "…"

@@ -7,17 +7,23 @@ import dataclasses
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, NoReturn
 
 import trio
 
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
 from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
-from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ServerConfig
-from agent_server._environment import parse_outbound_stall_ms, read_environment, refuse_unsupported
+from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ModelFactory, ServerConfig
+from agent_server._environment import (
+    Environment,
+    parse_outbound_stall_ms,
+    read_environment,
+    refuse_unsupported,
+)
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import ServerHandle, default_token_path, serve
+from harness_models import ModelError, ModelSpec, model_factory, parse_model_spec
 from harness_sandbox import BubblewrapEngine, DockerEngine, SandboxEngine, SandboxLimits
 
 __all__ = ["build_config", "main", "with_default_tokens"]
@@ -99,6 +105,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
     run.add_argument(
+        "--model",
+        default=None,
+        help="fake (the default: offline, scripted), openai:MODEL, anthropic:MODEL or"
+        " openai-compatible:MODEL with --base-url; default: HARNESS_MODEL, else fake",
+    )
+    run.add_argument(
+        "--base-url",
+        default=None,
+        help="the provider API's base URL (required for openai-compatible, e.g."
+        " http://127.0.0.1:11434/v1); default: HARNESS_MODEL_BASE_URL",
+    )
+    run.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VARIABLE",
+        help="the environment variable holding the provider key"
+        " (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)",
+    )
+    run.add_argument(
+        "--allow-insecure-http",
+        action="store_true",
+        help="allow a plain http:// base URL to a host that is not loopback (the key travels in clear)",
+    )
+    run.add_argument(
         "--tools",
         default="echo",
         help="comma-separated: echo, read_file, fs.read, fs.list, fs.write, process.exec, git.diff;"
@@ -151,8 +181,10 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     port = arguments.port
     if port is None:
         port = environment.port if environment.port is not None else _DEFAULT_PORT
-    models = None
+    models = _provider_models(arguments, environment, environ)
     if arguments.scenario is not None:
+        if models is not None:
+            raise ValueError("--scenario scripts the fake model; it does not go with a provider --model")
         try:
             with open(arguments.scenario, encoding="utf-8") as handle:
                 script = read_script(handle.read())
@@ -227,6 +259,39 @@ def _check_effect_tools(names: list[str], config: ServerConfig) -> None:
             " use --workspace-adapter sandbox, or --workspace-adapter local with --allow-host-effects"
             " (unsafe: they act on the host); for reading only, use --tools fs.read,fs.list,git.diff"
         )
+
+
+def _provider_models(
+    arguments: argparse.Namespace, environment: Environment, environ: Mapping[str, str]
+) -> dict[str, ModelFactory] | None:
+    """The provider model of ``--model`` (or ``HARNESS_MODEL``), checked now; ``None`` for ``fake``.
+
+    Raises:
+        ValueError: an unknown model, a missing key (the message names the variable), a
+            missing or refused base URL, or provider options without a provider model.
+    """
+    text = arguments.model if arguments.model is not None else environment.model
+    base_url = arguments.base_url if arguments.base_url is not None else environment.model_base_url
+    if text is None or text.strip() == "fake":
+        if base_url is not None or arguments.api_key_env is not None or arguments.allow_insecure_http:
+            raise ValueError(
+                "--base-url, --api-key-env and --allow-insecure-http need a provider model"
+                " (--model PROVIDER:MODEL)"
+            )
+        return None
+    try:
+        provider, model = parse_model_spec(text)
+        spec = ModelSpec(
+            provider=provider,
+            model=model,
+            base_url=base_url,
+            api_key_env=arguments.api_key_env,
+            allow_insecure_http=arguments.allow_insecure_http,
+        )
+        factory = model_factory(spec, environ)
+    except ModelError as error:
+        raise ValueError(error.message) from None
+    return {spec.name: factory}
 
 
 def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict[str, object]:

@@ -13,7 +13,7 @@ __all__ = ["Environment", "parse_outbound_stall_ms", "read_environment", "refuse
 
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
 _SANDBOX_PREFIXES: Final = ("HARNESS_SANDBOX_", "HARNESS_DOCKER_")
-_PROVIDER_VARIABLES: Final = ("HARNESS_MODEL_ID", "HARNESS_MODEL_BASE_URL")
+_RENAMED: Final = {"HARNESS_MODEL_ID": "HARNESS_MODEL"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,6 +26,8 @@ class Environment:
     readiness_path: str | None = None
     workspace_adapter: Literal["local"] | None = None
     outbound_stall_ms: int | None = None
+    model: str | None = None
+    model_base_url: str | None = None
 
 
 def refuse_unsupported(environ: Mapping[str, str]) -> None:
@@ -41,8 +43,12 @@ def refuse_unsupported(environ: Mapping[str, str]) -> None:
             "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read;"
             " use --workspace-adapter sandbox with the --sandbox-* flags"
         )
-    if any(name in environ for name in _PROVIDER_VARIABLES):
-        raise ValueError("provider models are not available in this build")
+    for old, new in _RENAMED.items():
+        if old in environ:
+            raise ValueError(
+                f"{old} is not read; set {new}"
+                " (fake, openai:MODEL, anthropic:MODEL or openai-compatible:MODEL)"
+            )
 
 
 def read_environment(
@@ -92,7 +98,18 @@ def read_environment(
         readiness_path=readiness,
         workspace_adapter=adapter,
         outbound_stall_ms=_read_outbound_stall_ms(environ),
+        model=_non_empty(environ, "HARNESS_MODEL"),
+        model_base_url=_non_empty(environ, "HARNESS_MODEL_BASE_URL"),
     )
+
+
+def _non_empty(environ: Mapping[str, str], name: str) -> str | None:
+    raw = environ.get(name)
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise ValueError(f"{name} must be non-empty when set")
+    return raw.strip()
 
 
 def parse_outbound_stall_ms(text: str) -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -24,6 +25,7 @@ from harness_kernel.evals import (
     load_scenario,
 )
 from harness_kernel.manifest import ManifestParseError, TaskManifest
+from harness_kernel.models import ModelAdapter
 
 __all__ = ["main"]
 
@@ -38,7 +40,60 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--report", metavar="PATH", help="a run report whose status the scenarios check")
     parser.add_argument("--root", default=".", metavar="DIR", help="the repository root (default: .)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="PROVIDER:MODEL",
+        help="run each scenario's task on a real model (openai:MODEL, anthropic:MODEL,"
+        " openai-compatible:MODEL with --base-url) instead of its script; only run.status and"
+        " files are checked then. Needs harness-models (pip install 'harness-exit-gate[models]')",
+    )
+    parser.add_argument("--base-url", default=None, help="with --model: the provider API's base URL")
+    parser.add_argument(
+        "--api-key-env", default=None, metavar="VARIABLE", help="with --model: the key's variable"
+    )
+    parser.add_argument(
+        "--allow-insecure-http",
+        action="store_true",
+        help="with --model: plain http:// to a non-loopback host",
+    )
     return parser
+
+
+ModelChoice = tuple[str, Callable[[], ModelAdapter]]
+
+
+def _model_choice(arguments: argparse.Namespace) -> ModelChoice | None:
+    """The ``--model`` to run the tasks on, checked now, or ``None`` for the scenarios' scripts.
+
+    Raises:
+        UsageError: provider options without ``--model``, harness-models missing, or an
+            unusable model (an unknown provider, a missing key, a refused base URL).
+    """
+    if arguments.model is None:
+        if (
+            arguments.base_url is not None
+            or arguments.api_key_env is not None
+            or arguments.allow_insecure_http
+        ):
+            raise UsageError("--base-url, --api-key-env and --allow-insecure-http need --model")
+        return None
+    try:
+        from harness_models import ModelError, ModelSpec, model_factory, parse_model_spec  # noqa: PLC0415
+    except ImportError:
+        raise UsageError("--model needs harness-models: pip install 'harness-exit-gate[models]'") from None
+    try:
+        provider, model = parse_model_spec(arguments.model)
+        spec = ModelSpec(
+            provider=provider,
+            model=model,
+            base_url=arguments.base_url,
+            api_key_env=arguments.api_key_env,
+            allow_insecure_http=arguments.allow_insecure_http,
+        )
+        return spec.name, model_factory(spec, os.environ)
+    except ModelError as error:
+        raise UsageError(error.message) from None
 
 
 def _scenario_paths(root: Path, names: Sequence[str]) -> list[Path]:
@@ -72,13 +127,16 @@ def _read_scenario(path: Path, root: Path) -> tuple[Scenario, dict[str, TaskMani
     return scenario, manifests
 
 
-async def _run_one(path: Path, root: Path, report: Mapping[str, object] | None) -> tuple[bool, str]:
+async def _run_one(
+    path: Path, root: Path, report: Mapping[str, object] | None, model: ModelChoice | None
+) -> tuple[bool, str]:
     read = await trio.to_thread.run_sync(_read_scenario, path, root)
     if isinstance(read, str):
         return False, read
     scenario, manifests = read
+    chosen = None if model is None else (model[0], model[1]())
     try:
-        outcome = await execute_scenario(scenario, manifests, report=report)
+        outcome = await execute_scenario(scenario, manifests, report=report, model=chosen)
     except (ScenarioRuntimeError, InvariantCheckError) as error:
         return False, f"FAIL {path}: {error}"
     if outcome.ok:
@@ -86,10 +144,12 @@ async def _run_one(path: Path, root: Path, report: Mapping[str, object] | None) 
     return False, f"FAIL {outcome.id}: " + "; ".join(outcome.failures)
 
 
-async def _run_all(paths: Sequence[Path], root: Path, report: Mapping[str, object] | None) -> int:
+async def _run_all(
+    paths: Sequence[Path], root: Path, report: Mapping[str, object] | None, model: ModelChoice | None
+) -> int:
     passed = 0
     for path in paths:
-        ok, line = await _run_one(path, root, report)
+        ok, line = await _run_one(path, root, report, model)
         passed += ok
         print(line)
     print(f"{passed}/{len(paths)} scenarios passed")
@@ -105,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_NONE
     except SystemExit as exit_:  # --help
         return exit_.code if isinstance(exit_.code, int) else EXIT_NONE
+    try:
+        model = _model_choice(arguments)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return EXIT_NONE
     root = Path(arguments.root)
     report: Mapping[str, object] | None = None
     if arguments.report is not None:
@@ -122,4 +187,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not paths:
         print(f"{PROG}: no scenarios found in {root / 'tasks' / 'scenarios'}", file=sys.stderr)
         return EXIT_NONE
-    return trio.run(_run_all, paths, root, report)
+    return trio.run(_run_all, paths, root, report, model)
