@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from fake_provider import Reply, fake_provider, sse
 
 from agent_server._catalogue import catalogue_provider
@@ -77,3 +78,29 @@ async def test_a_session_on_an_openai_compatible_server_calls_a_tool_and_answers
     replayed = [message for message in body["messages"] if message["role"] == "tool"]
     assert [message["tool_call_id"] for message in replayed] == ["call_7"]
     assert json.loads(replayed[0]["content"])["received"] == {"text": "héllo"}
+
+
+def test_provider_flags_are_checked_at_start_up(tmp_path: Path) -> None:
+    def config(*flags: str, environ: dict[str, str] | None = None) -> object:
+        arguments = parser().parse_args(["serve", "--no-db", "--workspace-root", str(tmp_path), *flags])
+        return build_config(arguments, environ or {})
+
+    local = ["--model", MODEL, "--base-url", "http://127.0.0.1:9/v1"]
+    config(*local, "--model-timeouts", "1,2.5,30")
+    for timeouts, message in (("1,2", "three numbers"), ("1,x,3", "three numbers"), ("0,1,1", "connect_s")):
+        with pytest.raises(ValueError, match=message):
+            config(*local, "--model-timeouts", timeouts)
+    with pytest.raises(ValueError, match="need a provider model"):
+        config("--model-timeouts", "1,2,3")
+    with pytest.raises(ValueError, match="OPENAI_API_KEY") as refused:
+        config("--model", "openai:gpt-4.1")
+    with pytest.raises(ValueError, match="MY_KEY"):
+        config(
+            "--model", "openai:gpt-4.1", "--api-key-env", "MY_KEY", environ={"OPENAI_API_KEY": "sk-abcdefgh"}
+        )
+    assert "sk-" not in str(refused.value)
+    with pytest.raises(ValueError, match="loopback"):
+        config("--model", MODEL, "--base-url", "http://203.0.113.9/v1")
+    config("--model", MODEL, "--base-url", "http://203.0.113.9/v1", "--allow-insecure-http")
+    with pytest.raises(ValueError, match="does not go with a provider"):
+        config(*local, "--scenario", str(tmp_path / "script.yaml"))

@@ -43,6 +43,7 @@ class ModelSpec:
         base_url: The API's base URL (required for ``openai-compatible``).
         api_key_env: The environment variable holding the key, instead of the provider's.
         allow_insecure_http: Allow plain ``http://`` to a host that is not loopback.
+        timeouts: Connect, between-reads and whole-attempt timeouts of every request.
     """
 
     provider: Provider
@@ -50,6 +51,7 @@ class ModelSpec:
     base_url: str | None = None
     api_key_env: str | None = None
     allow_insecure_http: bool = False
+    timeouts: Timeouts = Timeouts()  # noqa: RUF009 - frozen, so one shared default is safe
 
     @property
     def name(self) -> str:
@@ -103,7 +105,7 @@ def model_factory(spec: ModelSpec, environ: Mapping[str, str]) -> Callable[[], M
     insecure = spec.allow_insecure_http
     # One transport (one connection pool) for every adapter the factory makes: a server makes
     # one adapter per prompt, and each should reuse the provider's open connections.
-    transport = HttpSseTransport(Timeouts())
+    transport = HttpSseTransport(spec.timeouts)
     if spec.provider == "anthropic":
         return lambda: AnthropicModel(
             model, api_key=key, base_url=url, transport=transport, allow_insecure_http=insecure

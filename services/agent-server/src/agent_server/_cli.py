@@ -23,7 +23,7 @@ from agent_server._environment import (
 )
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import ServerHandle, default_token_path, serve
-from harness_models import ModelError, ModelSpec, model_factory, parse_model_spec
+from harness_models import ModelError, ModelSpec, Timeouts, model_factory, parse_model_spec
 from harness_sandbox import BubblewrapEngine, DockerEngine, SandboxEngine, SandboxLimits
 
 __all__ = ["build_config", "main", "with_default_tokens"]
@@ -122,6 +122,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="VARIABLE",
         help="the environment variable holding the provider key"
         " (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)",
+    )
+    run.add_argument(
+        "--model-timeouts",
+        default=None,
+        metavar="CONNECT,READ,TOTAL",
+        help="seconds to connect, between two reads of a stream, and for a whole model request"
+        " (default 10,120,600)",
     )
     run.add_argument(
         "--allow-insecure-http",
@@ -273,7 +280,12 @@ def _provider_models(
     text = arguments.model if arguments.model is not None else environment.model
     base_url = arguments.base_url if arguments.base_url is not None else environment.model_base_url
     if text is None or text.strip() == "fake":
-        if base_url is not None or arguments.api_key_env is not None or arguments.allow_insecure_http:
+        provider_only = (arguments.api_key_env, arguments.model_timeouts)
+        if (
+            base_url is not None
+            or any(value is not None for value in provider_only)
+            or arguments.allow_insecure_http
+        ):
             raise ValueError(
                 "--base-url, --api-key-env and --allow-insecure-http need a provider model"
                 " (--model PROVIDER:MODEL)"
@@ -287,11 +299,28 @@ def _provider_models(
             base_url=base_url,
             api_key_env=arguments.api_key_env,
             allow_insecure_http=arguments.allow_insecure_http,
+            timeouts=_model_timeouts(arguments.model_timeouts),
         )
         factory = model_factory(spec, environ)
     except ModelError as error:
         raise ValueError(error.message) from None
     return {spec.name: factory}
+
+
+def _model_timeouts(text: str | None) -> Timeouts:
+    """``CONNECT,READ,TOTAL`` seconds as :class:`Timeouts` (the defaults without the flag).
+
+    Raises:
+        ValueError: not three numbers, or one out of (0, 86400].
+    """
+    if text is None:
+        return Timeouts()
+    parts = text.split(",")
+    try:
+        connect, read, total = (float(part) for part in parts)
+    except ValueError:
+        raise ValueError("--model-timeouts takes three numbers of seconds: CONNECT,READ,TOTAL") from None
+    return Timeouts(connect_s=connect, read_s=read, total_s=total)
 
 
 def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict[str, object]:
