@@ -15,6 +15,10 @@ a provider flushing each event sends it. In the same run it times:
 - ``raw``: ``httpx.AsyncClient.stream("POST", ...)`` and ``Response.aiter_bytes()`` over the
   whole body, the baseline (h11 hands on one piece per HTTP chunk, so this is one iteration
   per event, and one more where an event straddles a 64 KiB socket read);
+- ``raw+scope`` and ``raw+sse``: the raw read with one of the transport's two per-read costs
+  added, to show where the transport's time goes: each read under its own
+  ``trio.move_on_at`` (the transport's whole-attempt deadline), or each piece fed to the
+  public ``SseParser``;
 - ``transport``: ``HttpSseTransport.stream(...)`` iterating its ``SseEvent``\\ s;
 - ``adapter``: ``OpenAIChatModel.stream`` / ``AnthropicModel.stream`` yielding frames (on an
   ``HttpSseTransport``), the N ``TextDeltaFrame``\\ s and the completion checked.
@@ -66,9 +70,9 @@ from harness_kernel.models import (
     TextDeltaFrame,
     UserMessage,
 )
-from harness_models import AnthropicModel, ApiKey, HttpSseTransport, OpenAIChatModel, Timeouts
+from harness_models import AnthropicModel, ApiKey, HttpSseTransport, OpenAIChatModel, SseParser, Timeouts
 
-VARIANTS: Final = ("raw", "transport", "adapter")
+VARIANTS: Final = ("raw", "raw+scope", "raw+sse", "transport", "adapter")
 KEY: Final = "sk-bench-0123456789abcdef"
 # Short pieces, as a model streams them (a token or two each).
 PIECES: Final = (" the", " quick", " brown", " fox", " jumps", " over", " a", " lazy", " dog", ".")
@@ -304,6 +308,41 @@ class Runner:
             )
         return sample
 
+    async def raw_scoped(self) -> Sample:
+        """The raw read with each read under its own ``trio.move_on_at`` (as the transport reads)."""
+        clock = Clock()
+        deadline = trio.current_time() + 600.0
+        pieces = 0
+        async with self.client.stream("POST", self.url, headers=self.wire.headers, content=BODY) as response:
+            chunks = response.aiter_bytes()
+            while True:
+                piece: bytes | None = None
+                with trio.move_on_at(deadline):
+                    piece = await anext(chunks, None)
+                if piece is None:
+                    break
+                clock.mark()
+                pieces += 1
+        sample = clock.sample()
+        if pieces < len(self.answer.events):
+            raise SystemExit(f"raw+scope read {pieces} pieces for {len(self.answer.events)} events")
+        return sample
+
+    async def raw_parsed(self) -> Sample:
+        """The raw read with each piece fed to the public ``SseParser`` (as the transport parses)."""
+        clock = Clock()
+        parser = SseParser()
+        count = 0
+        async with self.client.stream("POST", self.url, headers=self.wire.headers, content=BODY) as response:
+            async for piece in response.aiter_bytes():
+                for _ in parser.feed(piece):
+                    clock.mark()
+                    count += 1
+        sample = clock.sample()
+        if count != len(self.answer.events):
+            raise SystemExit(f"raw+sse parsed {count} events, expected {len(self.answer.events)}")
+        return sample
+
     async def transport_events(self) -> Sample:
         clock = Clock()
         count = 0
@@ -354,7 +393,13 @@ async def measure(wire: Wire, chunks: int, rounds: int) -> Result:
         ):
             runner = Runner(server.url, wire, chunks, client, transport)
             server.answers[wire.path] = runner.answer
-            runs = {"raw": runner.raw, "transport": runner.transport_events, "adapter": runner.adapter}
+            runs = {
+                "raw": runner.raw,
+                "raw+scope": runner.raw_scoped,
+                "raw+sse": runner.raw_parsed,
+                "transport": runner.transport_events,
+                "adapter": runner.adapter,
+            }
             for run in runs.values():  # warm-up: imports, caches, the first connection
                 await run()
             samples: dict[str, list[Sample]] = {variant: [] for variant in VARIANTS}
