@@ -408,16 +408,19 @@ trio.run(main)
         harness.kill()
         await harness.wait()
     killed_at = time.monotonic()
-    # Nothing of the command (the program, the inner backstop, prlimit) outlives the backstop.
-    assert await wait_for(lambda: not _command_processes(marker), 15)
-    assert time.monotonic() - killed_at < 3 + 5 + 2  # budget + backstop slack + scheduling
-    # Known leak (decision 037): under load, the emptied namespace's bwrap pid 1 can stay
-    # (no child, nothing of the command) after the harness was killed; removed here so that
-    # later tests, which count the sandbox uid's processes, do not see it.
-    for pid in live_processes(marker=marker):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signals.SIGKILL)
-    await harness.stdout.aclose()
+    try:
+        # Nothing of the command (the program, the inner backstop, prlimit) outlives the backstop.
+        assert await wait_for(lambda: not _command_processes(marker), 15)
+        assert time.monotonic() - killed_at < 3 + 5 + 2  # budget + backstop slack + scheduling
+    finally:
+        # Known leak (decision 037): under load, the emptied namespace's bwrap pid 1 can stay
+        # (no child, nothing of the command) after the harness was killed. Whatever is left is
+        # removed here, pass or fail, so that later tests, which count the sandbox uid's
+        # processes, never see it (a failure here once cascaded into six others).
+        for pid in live_processes(marker=marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signals.SIGKILL)
+        await harness.stdout.aclose()
 
 
 # ---------------------------------------------------------------- escape and abuse
