@@ -163,3 +163,43 @@ def test_any_split_of_a_valid_stream_yields_the_same_events(
     chunks = [body[start:end] for start, end in zip([0, *points], [*points, len(body)], strict=True)]
     assert parse(chunks) == expected
     assert parse([bytes([byte]) for byte in body]) == expected
+
+
+def _reference(body: bytes) -> list[tuple[str, str]]:
+    """WHATWG's event-stream interpretation, written out plainly over the whole body."""
+    text = body.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    events: list[tuple[str, str]] = []
+    data: list[str] = []
+    kind = ""
+    for line in text.split("\n")[:-1]:  # the last piece never ended: not a line
+        if not line:
+            if data:
+                events.append((kind or "message", "\n".join(data)))
+            data, kind = [], ""
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            kind = value
+    return events
+
+
+_LINES = st.one_of(
+    st.text(
+        alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"), max_size=12
+    ).map(lambda value: f"data: {value}"),
+    st.text(alphabet="ab é", max_size=5).map(lambda value: f"data:{value}"),
+    st.sampled_from(["data", "data:", "data:  two spaces", "event: tool", "event:x", ": ping", "id: 7", ""]),
+)
+
+
+@given(st.lists(_LINES, max_size=30), st.sampled_from([b"\n", b"\r\n", b"\r"]), st.integers(1, 9))
+def test_the_parser_agrees_with_a_plain_reference(lines: list[str], ending: bytes, size: int) -> None:
+    body = ending.join(line.encode() for line in [*lines, "", ""])
+    chunks = [body[index : index + size] for index in range(0, len(body), size)]
+    assert [(event.event, event.data) for event in parse(chunks)] == _reference(body)

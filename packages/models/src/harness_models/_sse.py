@@ -107,9 +107,25 @@ class SseParser:
             self._skip_lf = True
         events: list[SseEvent] = []
         for line in lines:
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
+            # The common lines inline: an empty line ends the event, "data: …" adds to it;
+            # every other line (and any check that could fail) goes through _line.
+            if not line:
+                event = self._dispatch()
+                if event is not None:
+                    events.append(event)
+            elif line.startswith(b"data: ") and len(line) <= self._max_line_bytes:
+                self._data_bytes += len(line) - 3  # as _line counts it: len(raw) - len("data") + 1
+                if self._data_bytes > self._max_event_bytes:
+                    raise _invalid(f"a server-sent event carries more than {self._max_event_bytes} bytes")
+                try:
+                    self._data.append(line[6:].decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise _invalid("the server-sent-events stream is not valid UTF-8") from None
+                self._in_event = True
+            else:
+                event = self._line(line)
+                if event is not None:
+                    events.append(event)
         return events
 
     def _line(self, raw: bytes) -> SseEvent | None:
