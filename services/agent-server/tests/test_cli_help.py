@@ -6,6 +6,7 @@ import argparse
 import inspect
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,18 @@ def test_no_suggestion_when_nothing_is_close(argv: list[str], capsys: pytest.Cap
     errors = capsys.readouterr().err
     assert "agent-server: error:" in errors
     assert "did you mean" not in errors
+
+
+def test_the_three_copies_of_the_help_module_are_identical() -> None:
+    # agent-server, harness-exit-gate and harness-import-boundary each ship a copy
+    # (docs/decisions/045-readable-command-lines.md); in the repository they must not drift.
+    root = Path(__file__).resolve().parents[3]
+    copies = [
+        root / "services/agent-server/src/agent_server/_cli_help.py",
+        root / "tools/exit-gate/src/harness_exit_gate/_cli_help.py",
+        root / "tools/import-boundary/src/harness_import_boundary/_cli_help.py",
+    ]
+    if not all(copy.is_file() for copy in copies):
+        pytest.skip("not in the repository: the other distributions' sources are absent")
+    texts = {copy.read_text(encoding="utf-8") for copy in copies}
+    assert len(texts) == 1

@@ -1,9 +1,10 @@
-"""Readable ``--help`` and "did you mean" suggestions for argparse (issue #20, decision 045).
+"""Readable ``--help`` and "did you mean" suggestions for argparse (issue #20).
 
 Python 3.11's argparse neither suggests the closest option (``suggest_on_error`` came in 3.14)
 nor shows defaults without also printing ``(default: None)`` for every flag. This module does
 both. agent-server, harness-exit-gate and harness-import-boundary each hold an identical copy of
-this module; the decision says why no shared distribution holds it. Change all three together.
+this module; docs/decisions/045-readable-command-lines.md says why no shared distribution holds
+it. Change all three together.
 """
 
 from __future__ import annotations
