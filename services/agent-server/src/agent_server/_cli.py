@@ -291,7 +291,7 @@ def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         type=_positive,
         default=1024 * 1024,
         metavar="BYTES",
-        help="the largest WebSocket message a client may send",
+        help="the largest WebSocket text message, in either direction",
     )
     group.add_argument(
         "--outbound-stall-ms",
