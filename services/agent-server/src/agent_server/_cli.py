@@ -170,7 +170,7 @@ def _add_network_options(group: argparse._ArgumentGroup) -> None:  # pyright: ig
         "--readiness-path",
         default=None,
         metavar="PATH",
-        help="a file, relative to the workspace root, whose existence makes /readyz ready"
+        help="a file, relative to the workspace root, whose existence /health/ready also requires"
         " (default: none; env HARNESS_AGENT_READINESS_PATH)",
     )
 
