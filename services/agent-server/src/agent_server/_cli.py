@@ -246,7 +246,7 @@ def _add_workspace_options(group: argparse._ArgumentGroup) -> None:  # pyright: 
         default="echo",
         metavar="NAMES",
         help="comma-separated: echo, read_file, fs.read, fs.list, fs.write, process.exec, git.diff;"
-        " dev = the last five",
+        " dev = the last five; fs.write and process.exec need a sandbox or --allow-host-effects",
     )
     group.add_argument(
         "--workspace-adapter",
@@ -258,7 +258,8 @@ def _add_workspace_options(group: argparse._ArgumentGroup) -> None:  # pyright: 
     group.add_argument(
         "--allow-host-effects",
         action="store_true",
-        help="UNSAFE: with --workspace-adapter local, fs.write and process.exec act on the host",
+        help="UNSAFE: with --workspace-adapter local, fs.write and process.exec act on the host,"
+        " unconfined, as this user",
     )
     group.add_argument(
         "--sandbox-engine",
