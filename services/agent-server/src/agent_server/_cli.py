@@ -14,6 +14,7 @@ import trio
 
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
 from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
+from agent_server._cli_help import SuggestingParser, examples
 from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ModelFactory, ServerConfig
 from agent_server._environment import (
     Environment,
@@ -32,7 +33,7 @@ SANDBOX_ENGINES: Final = ("docker", "bubblewrap")
 _DEFAULT_PORT: Final = 8765
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(SuggestingParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"agent-server: error: {message}\n")
@@ -63,118 +64,265 @@ def _stall_ms(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+_TOP_EXAMPLES: Final = examples(
+    ("serve the current directory on 127.0.0.1:8765 with the offline scripted model", ["agent-server serve"]),
+    ("print a fresh token to append to a token file", ["agent-server token"]),
+    ("run one scripted session end to end", ["agent-server demo"]),
+)
+_SERVE_EXAMPLES: Final = examples(
+    (
+        "read-only tools on a repository, offline",
+        [
+            "agent-server serve --workspace-root ~/src/app",
+            "--workspace-adapter local --tools fs.read,fs.list,git.diff",
+        ],
+    ),
+    (
+        "a provider model and the development tools in a disposable bubblewrap sandbox",
+        [
+            "agent-server serve --model openai:gpt-4o-mini --tools dev",
+            "--workspace-adapter sandbox --sandbox-engine bubblewrap",
+        ],
+    ),
+    (
+        "a local OpenAI-compatible server, sessions kept in memory only",
+        [
+            "agent-server serve --model openai-compatible:llama3",
+            "--base-url http://127.0.0.1:11434/v1 --no-db",
+        ],
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="agent-server", description="The harness/acp/1 agent server.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = commands.add_parser("serve", help="serve harness/acp/1 until SIGINT or SIGTERM")
-    run.add_argument("--host", default="127.0.0.1")
-    run.add_argument("--port", type=_port, default=None)
-    run.add_argument("--workspace-root", default=None)
-    storage = run.add_mutually_exclusive_group()
-    storage.add_argument("--db", default=None, help="the SQLite store file")
-    storage.add_argument("--no-db", action="store_true", help="run without persistence")
-    run.add_argument(
+    parser = _Parser(
+        prog="agent-server",
+        description="The harness/acp/1 agent server: sessions over WebSocket, one kernel run per prompt.",
+        epilog=_TOP_EXAMPLES + "\n\nEach command's options: agent-server COMMAND --help",
+    )
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=_Parser,
+        help="what to run; each command has its own --help",
+    )
+    run = commands.add_parser(
+        "serve",
+        help="serve harness/acp/1 until SIGINT or SIGTERM",
+        description="Serve harness/acp/1 over WebSocket until SIGINT or SIGTERM. A flag wins over"
+        " its environment variable; invalid settings exit 2 before anything listens.",
+        epilog=_SERVE_EXAMPLES,
+    )
+    _add_network_options(run.add_argument_group("network"))
+    _add_storage_options(run.add_argument_group("storage"))
+    _add_model_options(run.add_argument_group("model"))
+    _add_workspace_options(run.add_argument_group("tools and workspace"))
+    _add_limit_options(run.add_argument_group("limits"))
+    commands.add_parser(
+        "demo",
+        help="run one scripted session against an ephemeral local server",
+        description="Start a server on a free loopback port, run one scripted session against it, stop.",
+    )
+    commands.add_parser(
+        "token",
+        help="print a fresh 256-bit token, for a token file",
+        description="Print a fresh 256-bit token: append it to a --token-file (TOKEN or PRINCIPAL TOKEN).",
+    )
+    return parser
+
+
+def _add_network_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    group.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    group.add_argument(
+        "--port",
+        type=_port,
+        default=None,
+        help=f"the port to listen on, 0 for any free one (default: {_DEFAULT_PORT}; env HARNESS_AGENT_PORT)",
+    )
+    group.add_argument(
         "--token-file",
         default=None,
-        help="tokens, one per line (TOKEN or PRINCIPAL TOKEN), in a file only its owner can read;"
-        " default: a token file created beside the default store",
+        metavar="FILE",
+        help="tokens, one a line (TOKEN or PRINCIPAL TOKEN), in a file only its owner can read"
+        " (default: one created beside the default store)",
     )
-    run.add_argument(
+    group.add_argument(
         "--token-env",
         default="HARNESS_AGENT_TOKEN",
-        help="a variable holding one token (every process of this user can read it; prefer --token-file)",
+        metavar="VARIABLE",
+        help="the variable holding one token; every process of this user can read it, prefer --token-file",
     )
-    run.add_argument("--allow-plaintext-remote", action="store_true")
-    run.add_argument("--allow-origin", action="append", default=[])
-    run.add_argument("--max-message-bytes", type=_positive, default=1024 * 1024)
-    run.add_argument("--readiness-path", default=None)
-    run.add_argument("--max-sessions", type=_positive, default=256, help="live sessions, server-wide")
-    run.add_argument("--max-run-seconds", type=_positive, default=1800, help="wall time of one prompt's run")
-    run.add_argument(
+    group.add_argument(
+        "--allow-plaintext-remote",
+        action="store_true",
+        help="listen on a non-loopback address without TLS in front"
+        " (env HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE=true)",
+    )
+    group.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser Origin allowed to connect, repeatable (default: none; requests without Origin pass)",
+    )
+    group.add_argument(
+        "--readiness-path",
+        default=None,
+        metavar="PATH",
+        help="a file, relative to the workspace root, whose existence /health/ready also requires"
+        " (default: none; env HARNESS_AGENT_READINESS_PATH)",
+    )
+
+
+def _add_storage_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    store = group.add_mutually_exclusive_group()
+    store.add_argument(
+        "--db",
+        default=None,
+        metavar="FILE",
+        help="the SQLite session store (default: sessions.sqlite in the user's state directory)",
+    )
+    store.add_argument("--no-db", action="store_true", help="keep sessions in memory only; lost on exit")
+    group.add_argument(
         "--retention-days",
         type=_non_negative,
         default=30,
-        help="delete sessions closed longer ago than this (0 keeps them forever)",
+        metavar="DAYS",
+        help="delete sessions closed longer ago than this; 0 keeps them forever (default: 30)",
     )
-    run.add_argument(
-        "--outbound-stall-ms",
-        type=_stall_ms,
-        default=None,
-        help="close (1013) a socket whose peer accepts no byte this long while its outbound queue is full;"
-        " default: HARNESS_AGENT_OUTBOUND_STALL_MS, else 5000",
-    )
-    run.add_argument("--scenario", default=None, help="a scenario file whose script the FakeModel plays")
-    run.add_argument(
+
+
+def _add_model_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    group.add_argument(
         "--model",
         default=None,
-        help="fake (the default: offline, scripted), openai:MODEL, anthropic:MODEL or"
-        " openai-compatible:MODEL with --base-url; default: HARNESS_MODEL, else fake",
+        metavar="PROVIDER:MODEL",
+        help="fake (offline, scripted), openai:MODEL, anthropic:MODEL, or openai-compatible:MODEL"
+        " with --base-url (default: fake; env HARNESS_MODEL)",
     )
-    run.add_argument(
+    group.add_argument(
         "--base-url",
         default=None,
-        help="the provider API's base URL (required for openai-compatible, e.g."
-        " http://127.0.0.1:11434/v1); default: HARNESS_MODEL_BASE_URL",
+        metavar="URL",
+        help="the provider API's base URL, required for openai-compatible"
+        " (default: the provider's; env HARNESS_MODEL_BASE_URL)",
     )
-    run.add_argument(
+    group.add_argument(
         "--api-key-env",
         default=None,
         metavar="VARIABLE",
-        help="the environment variable holding the provider key"
-        " (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)",
+        help="the variable holding the provider key (default: env OPENAI_API_KEY or ANTHROPIC_API_KEY)",
     )
-    run.add_argument(
+    group.add_argument(
         "--model-timeouts",
         default=None,
         metavar="CONNECT,READ,TOTAL",
-        help="seconds to connect, between two reads of a stream, and for a whole model request"
-        " (default 10,120,600)",
+        help="seconds to connect, between two reads of a stream, and for a whole request"
+        " (default: 10,120,600)",
     )
-    run.add_argument(
+    group.add_argument(
         "--allow-insecure-http",
         action="store_true",
         help="allow a plain http:// base URL to a host that is not loopback (the key travels in clear)",
     )
-    run.add_argument(
+    group.add_argument(
+        "--scenario",
+        default=None,
+        metavar="FILE",
+        help="a scenario file whose script the fake model plays (default: the fake model's own)",
+    )
+
+
+def _add_workspace_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    group.add_argument(
+        "--workspace-root",
+        default=None,
+        metavar="DIR",
+        help="the folder sessions' workspaces live under (default: the current directory)",
+    )
+    group.add_argument(
         "--tools",
         default="echo",
+        metavar="NAMES",
         help="comma-separated: echo, read_file, fs.read, fs.list, fs.write, process.exec, git.diff;"
-        " dev = the last five (fs.write and process.exec need --workspace-adapter sandbox,"
-        " or local with --allow-host-effects)",
+        " dev = the last five; fs.write and process.exec need a sandbox or --allow-host-effects",
     )
-    run.add_argument(
-        "--allow-host-effects",
-        action="store_true",
-        help="UNSAFE: with --workspace-adapter local, let fs.write and process.exec act on the host"
-        " (commands run unconfined, as this user); a sandbox needs no opt-in",
-    )
-    run.add_argument(
+    group.add_argument(
         "--workspace-adapter",
         choices=WORKSPACE_ADAPTERS,
         default=None,
-        help="local: one LocalWorkspace per session under its workspace (host-filesystem tools);"
-        " sandbox: one disposable SandboxWorkspace per session, a copy of its workspace",
+        help="local: the host folder itself; sandbox: a disposable copy per session"
+        " (default: none, workspace tools refused; env HARNESS_AGENT_WORKSPACE_ADAPTER=local)",
     )
-    run.add_argument(
+    group.add_argument(
+        "--allow-host-effects",
+        action="store_true",
+        help="UNSAFE: with --workspace-adapter local, fs.write and process.exec act on the host,"
+        " unconfined, as this user",
+    )
+    group.add_argument(
         "--sandbox-engine",
         choices=SANDBOX_ENGINES,
         default=None,
-        help="with --workspace-adapter sandbox: docker (the default) or bubblewrap; never a fallback",
+        help="with --workspace-adapter sandbox: the isolation engine, never a fallback (default: docker)",
     )
-    run.add_argument(
+    group.add_argument(
         "--sandbox-image",
         default=None,
-        help="the docker engine's image, named by digest (NAME@sha256:...; build one with"
-        " packages/sandbox/scripts/build_image.py)",
+        metavar="NAME@sha256:...",
+        help="the docker engine's image by digest, required for it"
+        " (build one with packages/sandbox/scripts/build_image.py)",
     )
-    run.add_argument(
-        "--sandbox-memory", type=int, default=None, metavar="MIB", help="memory per sandbox, MiB"
+
+
+def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    group.add_argument(
+        "--max-sessions", type=_positive, default=256, metavar="N", help="live sessions, server-wide"
     )
-    run.add_argument("--sandbox-pids", type=int, default=None, help="processes per sandbox")
-    run.add_argument("--sandbox-cpus", type=float, default=None, help="CPUs per sandbox")
-    commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
-    commands.add_parser("token", help="print a fresh 256-bit token, for a token file")
-    return parser
+    group.add_argument(
+        "--max-run-seconds",
+        type=_positive,
+        default=1800,
+        metavar="SECONDS",
+        help="wall time of one prompt's run",
+    )
+    group.add_argument(
+        "--max-message-bytes",
+        type=_positive,
+        default=1024 * 1024,
+        metavar="BYTES",
+        help="the largest WebSocket text message, in either direction",
+    )
+    group.add_argument(
+        "--outbound-stall-ms",
+        type=_stall_ms,
+        default=None,
+        metavar="MS",
+        help="close (1013) a socket whose peer reads nothing this long while its queue is full"
+        " (default: 5000; env HARNESS_AGENT_OUTBOUND_STALL_MS)",
+    )
+    group.add_argument(
+        "--sandbox-memory",
+        type=int,
+        default=None,
+        metavar="MIB",
+        help="memory per sandbox, MiB (default: the engine's)",
+    )
+    group.add_argument(
+        "--sandbox-pids",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes per sandbox (default: the engine's)",
+    )
+    group.add_argument(
+        "--sandbox-cpus",
+        type=float,
+        default=None,
+        metavar="CPUS",
+        help="CPUs per sandbox (default: the engine's)",
+    )
 
 
 def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> ServerConfig:

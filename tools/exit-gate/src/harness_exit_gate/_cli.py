@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+from harness_exit_gate._cli_help import examples
 from harness_exit_gate._manifest_file import load_task_manifest_file
 from harness_exit_gate._run import DEFAULT_TEST_COMMAND, DEFAULT_TIMEOUT_MS, RunOptions, run_gate
 from harness_exit_gate._usage import EXIT_FAILED, EXIT_OK, RaisingParser, UsageError
@@ -19,20 +20,78 @@ PROG: Final = "harness-exit-gate"
 EXIT_USAGE: Final = 2
 
 
+_VALIDATE_EXAMPLE: Final = (
+    "check two manifests against the schema",
+    ["harness-exit-gate validate tasks/T-001.yaml tasks/T-002.yaml"],
+)
+_RUN_EXAMPLES: Final = (
+    ("judge the current branch against main, running the tests", ["harness-exit-gate run tasks/T-001.yaml"]),
+    (
+        "what CI runs: the head ref and both object ids given, nothing discovered",
+        [
+            "harness-exit-gate run tasks/T-001.yaml --ci-head-ref tasks/T-001",
+            "--head-sha 0123456789abcdef0123456789abcdef01234567",
+            "--base 89abcdef0123456789abcdef0123456789abcdef",
+        ],
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = RaisingParser(prog=PROG, description="Task manifests and the changed-path exit gate.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=RaisingParser)
-    validate = commands.add_parser("validate", help="check manifests against the schema")
-    validate.add_argument("manifests", nargs="*", metavar="MANIFEST")
-    run = commands.add_parser("run", help="run the exit gate for one task manifest")
-    run.add_argument("manifest", nargs="?", metavar="MANIFEST")
-    run.add_argument("--base", metavar="REV")
-    run.add_argument("--test-cmd", default=DEFAULT_TEST_COMMAND, metavar="CMD")
-    run.add_argument("--timeout-ms", default=DEFAULT_TIMEOUT_MS, metavar="N")
-    run.add_argument("--ci-head-ref", metavar="REF")
-    run.add_argument("--head-sha", metavar="SHA")
-    run.add_argument("--pr-url", metavar="URL")
-    run.add_argument(
+    parser = RaisingParser(
+        prog=PROG,
+        description="Task manifests and the changed-path exit gate. Exit 0 ok, 1 failed or invalid, 2 usage.",
+        epilog=examples(_VALIDATE_EXAMPLE, *_RUN_EXAMPLES),
+    )
+    commands = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        parser_class=RaisingParser,
+        help="what to run; each command has its own --help",
+    )
+    validate = commands.add_parser(
+        "validate",
+        help="check manifests against the schema",
+        description="Check task manifests against the schema only; print one line per valid manifest.",
+        epilog=examples(_VALIDATE_EXAMPLE),
+    )
+    validate.add_argument("manifests", nargs="*", metavar="MANIFEST", help="a task manifest file (YAML)")
+    run = commands.add_parser(
+        "run",
+        help="run the exit gate for one task manifest",
+        description="Judge the changes of a task branch against its manifest, run the tests, and write"
+        " a run report under tasks/runs/.",
+        epilog=examples(*_RUN_EXAMPLES),
+    )
+    run.add_argument("manifest", nargs="?", metavar="MANIFEST", help="the task manifest file (YAML)")
+    changes = run.add_argument_group("changes")
+    changes.add_argument(
+        "--base",
+        metavar="REV",
+        help="the trusted base to diff against"
+        " (default: the repository's main, master, trunk or develop branch)",
+    )
+    ci = run.add_argument_group("CI mode (either option selects it; give both)")
+    ci.add_argument(
+        "--ci-head-ref", metavar="REF", help="the head ref under judgement, tasks/ID (default: local mode)"
+    )
+    ci.add_argument(
+        "--head-sha",
+        metavar="SHA",
+        help="the head commit's full object id, which HEAD must equal (default: local mode)",
+    )
+    tests = run.add_argument_group("tests")
+    tests.add_argument("--test-cmd", default=DEFAULT_TEST_COMMAND, metavar="CMD", help="the test command")
+    tests.add_argument(
+        "--timeout-ms", default=DEFAULT_TIMEOUT_MS, metavar="N", help="the test command's time limit, ms"
+    )
+    report = run.add_argument_group("report")
+    report.add_argument(
+        "--pr-url",
+        metavar="URL",
+        help="the pull request the report names (default: env HARNESS_PULL_REQUEST_URL)",
+    )
+    report.add_argument(
         "--allow-gate-in-checkout",
         action="store_true",
         help="local mode only: judge even though this gate is the checkout's own code (advisory)",

@@ -12,6 +12,7 @@ from typing import Final
 import msgspec
 import trio
 
+from harness_exit_gate._cli_help import examples
 from harness_exit_gate._errors import RunReportError
 from harness_exit_gate._manifest_file import load_task_manifest_file
 from harness_exit_gate._report import validate_report_artifact
@@ -33,29 +34,60 @@ PROG: Final = "harness-eval"
 EXIT_NONE: Final = 2
 
 
+_EXAMPLES: Final = (
+    ("run every scenario in tasks/scenarios/ on its scripted model", ["harness-eval"]),
+    (
+        "two scenarios, checked against a run report",
+        ["harness-eval kernel-0001-golden dev-tools-0001-golden --report run-report.json"],
+    ),
+    (
+        "the scenarios' tasks on a local OpenAI-compatible model",
+        ["harness-eval --model openai-compatible:llama3 --base-url http://127.0.0.1:11434/v1"],
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = RaisingParser(prog=PROG, description="Run golden scenarios from tasks/scenarios/.")
-    parser.add_argument(
-        "scenarios", nargs="*", metavar="SCENARIO", help="a path, or a bare name in tasks/scenarios/"
+    parser = RaisingParser(
+        prog=PROG,
+        description="Run golden scenarios from tasks/scenarios/."
+        " Exit 0 when all pass, 1 on any failure, 2 when none are found or on misuse.",
+        epilog=examples(*_EXAMPLES),
     )
-    parser.add_argument("--report", metavar="PATH", help="a run report whose status the scenarios check")
-    parser.add_argument("--root", default=".", metavar="DIR", help="the repository root (default: .)")
     parser.add_argument(
+        "scenarios",
+        nargs="*",
+        metavar="SCENARIO",
+        help="a path, or a bare name in tasks/scenarios/ (default: every scenario there)",
+    )
+    parser.add_argument(
+        "--report", metavar="PATH", help="a run report whose status the scenarios check (default: none)"
+    )
+    parser.add_argument("--root", default=".", metavar="DIR", help="the repository root")
+    model = parser.add_argument_group("model (needs harness-models: pip install 'harness-exit-gate[models]')")
+    model.add_argument(
         "--model",
         default=None,
         metavar="PROVIDER:MODEL",
-        help="run each scenario's task on a real model (openai:MODEL, anthropic:MODEL,"
-        " openai-compatible:MODEL with --base-url) instead of its script; only run.status and"
-        " files are checked then. Needs harness-models (pip install 'harness-exit-gate[models]')",
+        help="run each task on a real model, openai:MODEL, anthropic:MODEL or openai-compatible:MODEL;"
+        " only run.status and files are checked then (default: each scenario's script)",
     )
-    parser.add_argument("--base-url", default=None, help="with --model: the provider API's base URL")
-    parser.add_argument(
-        "--api-key-env", default=None, metavar="VARIABLE", help="with --model: the key's variable"
+    model.add_argument(
+        "--base-url",
+        default=None,
+        metavar="URL",
+        help="the provider API's base URL, required for openai-compatible (default: the provider's)",
     )
-    parser.add_argument(
+    model.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VARIABLE",
+        help="the variable holding the provider key (default: env OPENAI_API_KEY or ANTHROPIC_API_KEY)",
+    )
+    model.add_argument(
         "--allow-insecure-http",
         action="store_true",
-        help="with --model: plain http:// to a non-loopback host",
+        help="allow a plain http:// base URL to a host that is not loopback (the key travels in clear)",
     )
     return parser
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Final, NoReturn
+
+from harness_exit_gate._cli_help import SuggestingParser
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "RaisingParser", "UsageError"]
 
@@ -15,8 +16,11 @@ class UsageError(Exception):
     """A command line the parser refused; the message says why."""
 
 
-class RaisingParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` that raises :class:`UsageError`, so ``main`` picks the exit code."""
+class RaisingParser(SuggestingParser):
+    """An ``ArgumentParser`` that raises :class:`UsageError`, so ``main`` picks the exit code.
+
+    Its help shows defaults and examples, and a misspelled option or command names the closest one.
+    """
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+from harness_import_boundary._cli_help import SuggestingParser, examples
 from harness_import_boundary._config import ConfigError, load_config
 from harness_import_boundary._output import FORMATS, exit_status, render
 from harness_import_boundary._scan import TOOL_NAME, scan
@@ -30,31 +31,59 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+_EXAMPLES: Final = (
+    ("scan the roots pyproject.toml configures", ["harness-import-boundary check"]),
+    (
+        "scan two folders, without the cache, as SARIF for code scanning",
+        [
+            "harness-import-boundary check packages/kernel/src packages/tools/src",
+            "--no-cache --format sarif --output boundary.sarif",
+        ],
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = SuggestingParser(
         prog=TOOL_NAME,
         description="Report every static path by which kernel and tool code could reach host authority.",
+        epilog=examples(*_EXAMPLES),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        parser_class=SuggestingParser,
+        help="what to run; each command has its own --help",
+    )
     check = commands.add_parser(
         "check",
         help="scan the configured roots, or the given paths",
         description="Scan the configured roots, or the given files and directories instead. "
         "Exit 0 when clean (warnings allowed), 1 on findings, 2 on usage or configuration errors.",
+        epilog=examples(*_EXAMPLES),
     )
-    check.add_argument("paths", nargs="*", metavar="PATHS", help="files or directories to scan")
     check.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATHS",
+        help="files or directories to scan (default: the configured roots)",
+    )
+    settings = check.add_argument_group("configuration")
+    settings.add_argument(
         "--config", metavar="PYPROJECT", help="the pyproject.toml to read (default: the nearest one)"
     )
-    check.add_argument(
-        "--format", choices=tuple(FORMATS), default="text", help="output format (default: text)"
+    settings.add_argument(
+        "--jobs",
+        type=_non_negative_int,
+        metavar="N",
+        help="worker processes, 0 for min(CPU count, 8) (default: the configuration's)",
     )
-    check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
-    check.add_argument(
-        "--jobs", type=_non_negative_int, metavar="N", help="worker processes; 0 means min(CPU count, 8)"
-    )
-    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    settings.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    output = check.add_argument_group("output")
+    output.add_argument("--format", choices=tuple(FORMATS), default="text", help="the report's format")
+    output.add_argument("--output", metavar="FILE", help="write the report to FILE (default: stdout)")
     return parser
 
 
