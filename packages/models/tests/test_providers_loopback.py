@@ -247,3 +247,65 @@ def test_a_compatible_server_needs_a_base_url_and_plain_http_only_on_loopback() 
     assert isinstance(first, OpenAIChatModel)
     assert first is not second
     assert KEY not in repr(model_factory(ModelSpec(provider="openai", model="m"), {"OPENAI_API_KEY": KEY})())
+
+
+# ------------------------------------------------------------------ the kernel's own tool definitions
+
+
+async def _frozen_definitions() -> tuple[ToolDefinition, ...]:
+    """The definitions the runtime really sends: frozen JSON (FrozenDict, FrozenList) schemas."""
+    from harness_kernel.models import FakeModel, ScriptedTurn  # noqa: PLC0415
+    from harness_kernel.runtime import MinimalAgentRuntime, RunInput  # noqa: PLC0415
+    from harness_kernel.store import MemoryEventStore  # noqa: PLC0415
+    from harness_tools import ToolRegistry, create_development_tools  # noqa: PLC0415
+    from harness_workspace import MemoryWorkspace  # noqa: PLC0415
+
+    model = FakeModel([ScriptedTurn(content="ok")])
+    run_input = RunInput(
+        run_id="r",
+        session_id="s",
+        turn_id="t",
+        input="hi",
+        model="m",
+        model_adapter=model,
+        event_store=MemoryEventStore(),
+        tools=ToolRegistry(create_development_tools("/repo")),
+        workspace=MemoryWorkspace(),
+    )
+    async for _ in MinimalAgentRuntime().run(run_input):
+        pass
+    tools = model.requests[0].tools
+    assert tools is not None
+    return tuple(tools)
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_the_development_tools_schemas_as_the_runtime_sends_them_reach_the_wire(provider: str) -> None:
+    # Regression: FrozenList (a schema's "required") was not encodable by the OpenAI wire.
+    definitions = await _frozen_definitions()
+    stream = (
+        sse(openai_chunk({"content": "ok"}), openai_chunk({}, "stop"), "[DONE]")
+        if provider == "openai"
+        else ANTHROPIC_STREAM
+    )
+    async with fake_provider() as server, HttpSseTransport(Timeouts()) as transport:
+        server.script(Reply(chunks=[stream]))
+        model: OpenAIChatModel | AnthropicModel
+        if provider == "openai":
+            model = OpenAIChatModel("m", api_key=None, base_url=server.url + "/v1", transport=transport)
+        else:
+            model = AnthropicModel("m", api_key=None, base_url=server.url, transport=transport)
+        await collect(model.stream(request(tools=definitions)))
+        body: Any = server.requests[0].json()
+    schemas = (
+        [tool["function"]["parameters"] for tool in body["tools"]]
+        if provider == "openai"
+        else [tool["input_schema"] for tool in body["tools"]]
+    )
+    assert [schema.get("required") for schema in schemas] == [
+        ["path"],
+        ["path"],
+        ["path", "contents"],
+        ["argv"],
+        [],
+    ]

@@ -42,7 +42,7 @@ from harness_models._errors import (
     MODEL_TOOL_ARGUMENTS_INVALID,
     ModelError,
 )
-from harness_models._wire import SseEvent
+from harness_models._wire import SseEvent, plain_json
 from harness_workspace import JsonValue
 
 __all__ = ["RESERVED_BODY_KEYS", "StreamDecoder", "aliases_for", "request_body"]
@@ -140,20 +140,11 @@ def request_body(
         system="\n\n".join(system_parts) or None,
         tools=tools or None,
     )
-    encoded = msgspec.to_builtins(body, enc_hook=_plain_json)
+    encoded = msgspec.to_builtins(body, enc_hook=plain_json)
     for key, value in options.items():
         if key not in RESERVED_BODY_KEYS:
             encoded[key] = value
-    return msgspec.json.encode(encoded, enc_hook=_plain_json)
-
-
-def _plain_json(value: object) -> object:
-    """The kernel's frozen JSON (read-only mappings and sequences) as plain containers."""
-    if isinstance(value, Mapping):
-        return dict(cast("Mapping[object, object]", value))
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return list(cast("Sequence[object]", value))
-    raise TypeError(f"cannot encode a {type(value).__name__} as JSON")
+    return msgspec.json.encode(encoded, enc_hook=plain_json)
 
 
 def _messages(history: Sequence[ChatMessage], aliases: ToolNameAliases) -> list[_Message]:

@@ -10,7 +10,7 @@ kernel's frames.
 # No ``from __future__ import annotations``: msgspec reads these annotations at runtime.
 
 from collections.abc import Mapping
-from typing import Annotated, Final, Literal, TypeAlias, cast
+from typing import Annotated, Final, Literal, TypeAlias
 
 import msgspec
 
@@ -39,6 +39,7 @@ from harness_models._errors import (
     ModelError,
 )
 from harness_models._errors import MODEL_TOOL_ARGUMENTS_INVALID as ARGUMENTS_INVALID
+from harness_models._wire import plain_json
 from harness_workspace import JsonValue
 
 __all__ = [
@@ -179,18 +180,11 @@ def encode_body(
         if key in RESERVED_BODY_KEYS or key in body:
             raise ModelError(MODEL_CONFIG_INVALID, f"provider option {key!r} is set by the adapter")
         body[key] = value
-    return msgspec.json.encode(body, enc_hook=_encode_other)
-
-
-def _encode_other(value: object) -> object:
-    # The kernel hands over read-only mappings (FrozenDict) that msgspec does not know.
-    if isinstance(value, Mapping):
-        return dict(cast("Mapping[str, object]", value))
-    raise TypeError(f"{type(value).__name__} is not JSON data")
+    return msgspec.json.encode(body, enc_hook=plain_json)
 
 
 def _json_text(arguments: JsonValue) -> str:
-    return msgspec.json.encode(arguments, enc_hook=_encode_other).decode()
+    return msgspec.json.encode(arguments, enc_hook=plain_json).decode()
 
 
 # ------------------------------------------------------------------ response chunks

@@ -4,14 +4,14 @@ retry policy and the API key. Data and protocols only; the behaviour lives in ``
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Final, NoReturn, Protocol
+from typing import Final, NoReturn, Protocol, cast
 
 import msgspec
 
-__all__ = ["ApiKey", "RetryPolicy", "SseEvent", "SseTransport", "Timeouts"]
+__all__ = ["ApiKey", "RetryPolicy", "SseEvent", "SseTransport", "Timeouts", "plain_json"]
 
 
 class SseEvent(msgspec.Struct, frozen=True):
@@ -113,3 +113,13 @@ class ApiKey:
 
     def __hash__(self) -> int:
         return hash((ApiKey, self._value))
+
+
+def plain_json(value: object) -> object:
+    """msgspec's ``enc_hook`` for the kernel's frozen JSON: read-only mappings and sequences
+    (``FrozenDict``, ``FrozenList`` in tool schemas and arguments) as plain containers."""
+    if isinstance(value, Mapping):
+        return dict(cast("Mapping[object, object]", value))
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return list(cast("Sequence[object]", value))
+    raise TypeError(f"cannot encode a {type(value).__name__} as JSON")
