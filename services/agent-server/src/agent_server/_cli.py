@@ -14,6 +14,7 @@ import trio
 
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
 from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
+from agent_server._chat_cli import add_chat_flags
 from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ModelFactory, ServerConfig
 from agent_server._environment import (
     Environment,
@@ -172,6 +173,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--sandbox-pids", type=int, default=None, help="processes per sandbox")
     run.add_argument("--sandbox-cpus", type=float, default=None, help="CPUs per sandbox")
+    # chat takes every serve flag (parents) for its embedded server; _chat_cli refuses the rest.
+    chat = commands.add_parser("chat", parents=[run], add_help=False, help="talk to an agent in the terminal")
+    add_chat_flags(chat)
     commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
     commands.add_parser("token", help="print a fresh 256-bit token, for a token file")
     return parser
@@ -400,7 +404,12 @@ async def _serve_until_signal(config: ServerConfig, token_note: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit status."""
-    arguments = _parser().parse_args(argv)
+    parser = _parser()
+    arguments = parser.parse_args(argv)
+    if arguments.command == "chat":
+        from agent_server._chat import run_chat  # noqa: PLC0415 - only chat needs the client
+
+        return run_chat(arguments, parser.parse_args(["chat"]), dict(os.environ))
     if arguments.command == "token":
         print(generate_token())
         return 0
