@@ -193,7 +193,7 @@ class Chat:
     async def _cancel(self, session_id: str) -> None:
         try:
             await self._client.request("session/cancel", {"sessionId": session_id})
-        except AcpClientError as error:
+        except (AcpClientError, ConnectionClosedError) as error:
             self._error(error)
 
     async def _prompt(self, text: str) -> None:
@@ -214,22 +214,23 @@ class Chat:
         created = await self._client.request("session/new", {"workspace": self._options.workspace})
         turn.session_id = session_id = str(created["sessionId"])
         result: JsonObject | None = None
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._follow, session_id)
-                try:
-                    params = {"sessionId": session_id, "content": text}
-                    result = await self._client.request("session/prompt", params)
-                finally:
-                    nursery.cancel_scope.cancel()
-        except AcpClientError:
-            self._show_notes(session_id)
-            if not turn.cancel_requested:
-                raise
-            self._view.line(self._style.bad(f"turn canceled; session {session_id}"))
+        failure: AcpClientError | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow, session_id)
+            try:
+                params = {"sessionId": session_id, "content": text}
+                result = await self._client.request("session/prompt", params)
+            except AcpClientError as error:
+                failure = error  # kept out of the nursery, which would wrap it in a group
+            finally:
+                nursery.cancel_scope.cancel()
+        self._show_notes(session_id)
+        if failure is not None and not turn.cancel_requested:
+            raise failure
+        if result is None:  # a canceled run's prompt is answered with an error (spec §5.3)
+            self._view.line(self._style.bad(f"turn canceled; session {terminal_safe(session_id)}"))
             self._failed()
             return
-        self._show_notes(session_id)
         usage: Any = result.get("usage") or {}
         status = str(result.get("status"))
         line = f"[{status}; {usage.get('totalTokens', 0)} tokens; session {terminal_safe(session_id)}]"
@@ -278,7 +279,7 @@ class Chat:
         params = {"sessionId": session_id, "permissionId": data["permissionId"], "decision": decision}
         try:
             await self._client.request("permission/respond", {**params, "note": note})
-        except AcpClientError as error:
+        except (AcpClientError, ConnectionClosedError) as error:
             self._error(error)  # already resolved: timed out, or the turn was canceled meanwhile
 
     async def _resume(self, session_id: str) -> None:
@@ -343,19 +344,24 @@ async def _chat(options: ChatOptions, config: ServerConfig | None, out: TextIO, 
             started: ServerHandle = await nursery.start(serve, config)
             handle, url, token = started, started.url, started.token
         assert url is not None
+        status = 1
         try:
             async with connect(url, token=token) as client:
                 await client.initialize()
-                return await Chat(client, options, out=out, err=err).run()
-        except HandshakeRejectedError as error:
-            hint = " (give --token-file, or the token in $HARNESS_AGENT_TOKEN)" if error.status == 401 else ""
-            print(f"agent-server chat: error: {error}{hint}", file=err)
-        except (OSError, AcpClientError, ConnectionClosedError) as error:
-            print(f"agent-server chat: error: {error}", file=err)
+                status = await Chat(client, options, out=out, err=err).run()
+        except* HandshakeRejectedError as group:
+            for error in group.exceptions:
+                assert isinstance(error, HandshakeRejectedError)
+                rejected = error.status in (401, 403)
+                hint = " (give --token-file, or the token in $HARNESS_AGENT_TOKEN)" if rejected else ""
+                print(f"agent-server chat: error: {error}{hint}", file=err)
+        except* (OSError, AcpClientError, ConnectionClosedError) as group:
+            for error in group.exceptions:
+                print(f"agent-server chat: error: {error}", file=err)
         finally:
             if handle is not None:
                 await handle.aclose()
-    return 1
+    return status
 
 
 def _keep_terminal() -> Callable[[], None]:

@@ -71,7 +71,8 @@ def result_summary(data: JsonObject) -> str:
                 line = _first_line(text)
                 size = len(text.encode("utf-8", "surrogatepass"))
                 return f"ok, {size} bytes" + (f": {line}" if line else "")
-    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    compact = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    size = len(compact.encode("utf-8", "surrogatepass"))
     return f"ok, {size} bytes of output"
 
 
@@ -185,7 +186,8 @@ class Transcript:
         if call is None or call.shown:
             return
         call.shown = True
-        detail = subject if subject is not None else call.arguments
+        # A tool without its own authorization is asked about by name only: show its input then.
+        detail = subject if subject not in (None, call.tool) else call.arguments
         self.line(self.style.dim(f"  > {terminal_safe(call.tool)} {terminal_safe(_clip(detail))}"))
 
     def _policy(self, data: JsonObject, replay: bool) -> None:
