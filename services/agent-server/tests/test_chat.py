@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from agent_server._catalogue import catalogue_provider
 from agent_server._chat import PermissionRules
 from agent_server._chat_view import Style, Transcript, result_summary, terminal_safe
-from agent_server._cli import main
+from agent_server._cli import _parser, main  # pyright: ignore[reportPrivateUsage]
 from agent_server._config import DEFAULT_MODEL_NAME
 from agent_server._scenario import ScenarioModelFactory
 from harness_kernel.models import ScriptedTurn, ToolCall
@@ -170,6 +170,14 @@ def test_flags_that_do_not_apply_are_refused_with_exit_2(
     monkeypatch.chdir(tmp_path)
     assert main(["chat", *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_chat_defaults_leave_serve_defaults_alone() -> None:
+    # argparse parents share their actions: chat's defaults must not become serve's.
+    parser = _parser()
+    serve, chat = parser.parse_args(["serve"]), parser.parse_args(["chat"])
+    assert (serve.tools, serve.workspace_adapter) == ("echo", None)
+    assert (chat.tools, chat.workspace_adapter) == ("fs.read,fs.list,git.diff", "local")
 
 
 def test_an_unknown_yes_to_class_is_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:

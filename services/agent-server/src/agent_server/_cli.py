@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import signal
@@ -173,8 +174,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--sandbox-pids", type=int, default=None, help="processes per sandbox")
     run.add_argument("--sandbox-cpus", type=float, default=None, help="CPUs per sandbox")
-    # chat takes every serve flag (parents) for its embedded server; _chat_cli refuses the rest.
-    chat = commands.add_parser("chat", parents=[run], add_help=False, help="talk to an agent in the terminal")
+    # chat takes every serve flag for its embedded server (_chat_cli refuses the rest); a copy, since
+    # parents share their actions and chat changes two defaults.
+    serve_flags = [copy.deepcopy(run)]
+    chat = commands.add_parser(
+        "chat", parents=serve_flags, add_help=False, help="talk to an agent in a terminal"
+    )
     add_chat_flags(chat)
     commands.add_parser("demo", help="run one scripted session against an ephemeral local server")
     commands.add_parser("token", help="print a fresh 256-bit token, for a token file")
