@@ -190,11 +190,15 @@ def test_an_unknown_yes_to_class_is_refused_by_the_parser(capsys: pytest.Capture
 # ---------------------------------------------------------------- scripted: stdin is not a terminal
 
 
-def test_a_piped_prompt_runs_one_turn_with_plain_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("from_elsewhere", [False, True])
+def test_a_piped_prompt_runs_one_turn_with_plain_output(tmp_path: Path, from_elsewhere: bool) -> None:
     repo = git_repo(tmp_path / "repo")
     scenario = tmp_path / "scenario.yaml"
     scenario.write_text(SCRIPT, encoding="utf-8")
-    done = run_chat(repo, "what is in the readme?\n", "--scenario", str(scenario), "--yes-to", "read")
+    # The session workspace is the current directory, or --workspace DIR.
+    cwd, where = (tmp_path, ["--workspace", "repo"]) if from_elsewhere else (repo, [])
+    flags = ["--scenario", str(scenario), "--yes-to", "read", *where]
+    done = run_chat(cwd, "what is in the readme?\n", *flags)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[:5] == [
