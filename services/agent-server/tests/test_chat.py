@@ -414,3 +414,32 @@ def test_ctrl_c_at_an_idle_prompt_exits_130(tmp_path: Path) -> None:
     finally:
         child.close()
     assert child.exitstatus == 130
+
+
+def _cancel_at_the_question(child: pexpect.spawn[str]) -> None:
+    screen = Screen(child)
+    screen.shows("you> ")
+    child.sendline("say hello through echo")
+    screen.shows(ASK)
+    child.sendintr()
+    screen.shows("^C: canceling the turn (Ctrl-C again exits)")
+    screen.shows("turn canceled; session sess-")
+    screen.shows("you> ")
+    # The interrupted question's read is still waiting: the next line goes to the prompt, not lost.
+    child.sendline("/quit")
+    screen.ends()
+
+
+async def test_ctrl_c_at_a_permission_question_cancels_the_turn_and_keeps_the_next_line(
+    tmp_path: Path,
+) -> None:
+    repo = git_repo(tmp_path / "repo")
+    async with fake_provider() as provider:
+        provider.script(Reply(chunks=[_echo_calls("hello")]))
+        flags = ["--model", "openai-compatible:local", "--base-url", provider.url + "/v1", "--tools", "echo"]
+        child = _spawn_chat(repo, *flags, environment=child_environment(NO_COLOR="1"))
+        try:
+            await trio.to_thread.run_sync(_cancel_at_the_question, child)
+        finally:
+            child.close()
+    assert child.exitstatus == 0
