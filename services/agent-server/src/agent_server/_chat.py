@@ -18,7 +18,7 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
@@ -175,7 +175,7 @@ class Chat:
             else:
                 await self._prompt(text)
 
-    async def _watch_interrupts(self, interrupts: Any, nursery: trio.Nursery) -> None:
+    async def _watch_interrupts(self, interrupts: AsyncIterator[int], nursery: trio.Nursery) -> None:
         async for _ in interrupts:
             turn = self._turn
             if turn is None or turn.cancel_requested:
