@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import signal
@@ -14,6 +15,7 @@ import trio
 
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_token, read_token_file
 from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
+from agent_server._chat_cli import add_chat_flags
 from agent_server._cli_help import SuggestingParser, examples
 from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ModelFactory, ServerConfig
 from agent_server._environment import (
@@ -119,6 +121,18 @@ def _parser() -> argparse.ArgumentParser:
     _add_model_options(run.add_argument_group("model"))
     _add_workspace_options(run.add_argument_group("tools and workspace"))
     _add_limit_options(run.add_argument_group("limits"))
+    # chat takes every serve flag for its embedded server (_chat_cli refuses the listener's);
+    # a copy, since parents share their actions and chat changes two defaults.
+    chat = commands.add_parser(
+        "chat",
+        parents=[copy.deepcopy(run)],
+        add_help=False,
+        help="talk to an agent in a terminal (an embedded server, or --url)",
+        description="An interactive terminal client: a prompt line, streamed answers, tool calls"
+        " and permission questions. Without --url it runs a server on loopback over the current"
+        " directory with serve's flags.",
+    )
+    add_chat_flags(chat)
     commands.add_parser(
         "demo",
         help="run one scripted session against an ephemeral local server",
@@ -548,7 +562,12 @@ async def _serve_until_signal(config: ServerConfig, token_note: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return its exit status."""
-    arguments = _parser().parse_args(argv)
+    parser = _parser()
+    arguments = parser.parse_args(argv)
+    if arguments.command == "chat":
+        from agent_server._chat import run_chat  # noqa: PLC0415 - only chat needs the client
+
+        return run_chat(arguments, parser.parse_args(["chat"]), dict(os.environ))
     if arguments.command == "token":
         print(generate_token())
         return 0
