@@ -1,0 +1,287 @@
+"""``agent-server acp``: the Agent Client Protocol over stdio, driven by clients nobody here wrote.
+
+The official Python SDK (``agent-client-protocol``) spawns the agent as a subprocess, as an
+editor does; plain subprocess tests check the JSON-RPC edges line by line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    UserMessageChunk,
+)
+
+NOTE = "Hello from the note.\n"
+SCRIPT = """\
+- toolCalls: [{id: call-1, name: fs.read, arguments: {path: notes/hello.txt}}]
+- content: I read the note.
+"""
+# The agent's log goes to the test's own stderr: a pipe nobody drains would block it.
+_STDERR: dict[str, Any] = {"stderr": None}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "hello.txt").write_text(NOTE)
+    (tmp_path / "turns.yaml").write_text(SCRIPT)
+    return root
+
+
+def _agent_args(project: Path, *extra: str) -> list[str]:
+    scenario = str(project.parent / "turns.yaml")
+    flags = ["--scenario", scenario, "--tools", "fs.read", "--workspace-adapter", "local", *extra]
+    return ["-m", "agent_server", "acp", *flags]
+
+
+class _Editor:
+    """An ACP client as an editor is one: it records updates and answers permission requests."""
+
+    def __init__(self) -> None:
+        self.updates: list[Any] = []
+        self.permission_requests: list[tuple[ToolCallUpdate, list[PermissionOption]]] = []
+        self.answer = "allow"
+        self.on_permission: Any = None
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **_: Any
+    ) -> RequestPermissionResponse:
+        self.permission_requests.append((tool_call, options))
+        if self.on_permission is not None:
+            await self.on_permission(session_id)
+        if self.answer == "cancelled":
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        chosen = next(option for option in options if option.kind == f"{self.answer}_once")
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
+        )
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append(update)
+
+    def take(self) -> list[Any]:
+        updates, self.updates = self.updates, []
+        return updates
+
+
+def _spawn(editor: _Editor, project: Path, *extra: str) -> Any:
+    # An editor implements the client methods it supports; the SDK's Client protocol lists
+    # every optional one (terminals, files), which this agent never calls.
+    client = cast("Client", editor)
+    return spawn_agent_process(
+        client, sys.executable, *_agent_args(project, *extra), transport_kwargs=_STDERR
+    )
+
+
+def _texts(updates: list[Any], kind: type) -> str:
+    return "".join(update.content.text for update in updates if isinstance(update, kind))
+
+
+def _session_run(project: Path, db: Path) -> str:
+    async def run() -> str:
+        editor = _Editor()
+        async with _spawn(editor, project, "--db", str(db)) as (
+            conn,
+            process,
+        ):
+            hello = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            assert hello.protocol_version == 1
+            assert hello.agent_capabilities is not None
+            assert hello.agent_capabilities.load_session is True
+            prompts = hello.agent_capabilities.prompt_capabilities
+            assert prompts is not None
+            assert not (prompts.image)
+            assert not (prompts.audio)
+            assert not (prompts.embedded_context)
+
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            answer = await conn.prompt(session_id=session.session_id, prompt=[text_block("Read the note.")])
+            assert answer.stop_reason == "end_turn"
+            ((tool_call, options),) = editor.permission_requests
+            assert {option.kind for option in options} == {"allow_once", "reject_once"}
+            updates = editor.take()
+            (start,) = [update for update in updates if isinstance(update, ToolCallStart)]
+            assert (start.kind, start.status, start.title) == ("read", "pending", "fs.read: notes/hello.txt")
+            assert tool_call.tool_call_id == start.tool_call_id
+            (done,) = [update for update in updates if isinstance(update, ToolCallProgress)]
+            assert (done.tool_call_id, done.status) == (start.tool_call_id, "completed")
+            assert done.content is not None
+            assert done.content[0].content.text == NOTE
+            assert _texts(updates, AgentMessageChunk) == "I read the note."
+
+            async def cancel_while_asked(session_id: str) -> None:
+                await conn.cancel(session_id=session_id)
+
+            editor.answer, editor.on_permission = "cancelled", cancel_while_asked
+            second = await conn.prompt(session_id=session.session_id, prompt=[text_block("Read it again.")])
+            assert second.stop_reason == "cancelled"
+            assert len(editor.permission_requests) == 2
+            updates = editor.take()
+            assert not any(isinstance(u, ToolCallProgress) and u.status == "completed" for u in updates)
+            assert "I read the note." not in _texts(updates, AgentMessageChunk)
+        assert process.returncode == 0
+        return session.session_id
+
+    return asyncio.run(run())
+
+
+def _load_run(project: Path, db: Path, session_id: str) -> list[Any]:
+    async def run() -> list[Any]:
+        editor = _Editor()
+        async with _spawn(editor, project, "--db", str(db)) as (
+            conn,
+            _process,
+        ):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            await conn.load_session(cwd=str(project), session_id=session_id, mcp_servers=[])
+            return editor.take()
+
+    return asyncio.run(run())
+
+
+def test_official_python_sdk_runs_prompt_permission_cancel_and_load(project: Path, tmp_path: Path) -> None:
+    db = tmp_path / "state" / "sessions.sqlite"
+    db.parent.mkdir()
+    session_id = _session_run(project, db)
+
+    replayed = _load_run(project, db, session_id)
+    assert _texts(replayed, UserMessageChunk) == "Read the note.Read it again."
+    starts = [update for update in replayed if isinstance(update, ToolCallStart)]
+    assert [start.title for start in starts] == ["fs.read: notes/hello.txt"] * 2
+    finished = [update.status for update in replayed if isinstance(update, ToolCallProgress)]
+    assert finished[0] == "completed"
+    assert "completed" not in finished[1:]
+    assert _texts(replayed, AgentMessageChunk) == "I read the note."
+
+
+def test_load_is_not_offered_without_a_durable_store(project: Path) -> None:
+    async def run() -> None:
+        async with _spawn(_Editor(), project) as (conn, _):
+            hello = await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            assert hello.agent_capabilities is not None
+            assert hello.agent_capabilities.load_session is False
+
+    asyncio.run(run())
+
+
+# ------------------------------------------------------------- JSON-RPC edges, line by line
+
+
+def _exchange(project: Path, lines: list[str]) -> tuple[list[dict[str, Any]], str]:
+    """Send ``lines`` to a fresh agent, close its stdin, return its stdout messages and stderr."""
+    completed = subprocess.run(
+        [sys.executable, *_agent_args(project)],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    # stdout carries JSON-RPC messages only, one per line.
+    messages = [json.loads(line) for line in completed.stdout.splitlines()]
+    assert all(message["jsonrpc"] == "2.0" for message in messages)
+    return messages, completed.stderr
+
+
+def _request(request_id: int, method: str, params: object) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def _by_id(messages: list[dict[str, Any]]) -> dict[object, dict[str, Any]]:
+    return {message.get("id"): message for message in messages if "method" not in message}
+
+
+def test_malformed_lines_get_errors_and_the_agent_keeps_serving(project: Path) -> None:
+    messages, _ = _exchange(
+        project,
+        [
+            "{not json",
+            "[1, 2]",
+            '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": NaN}}',
+            _request(1, "initialize", {"protocolVersion": 1}),
+        ],
+    )
+    errors = [message["error"]["code"] for message in messages if message.get("id") is None]
+    assert sorted(errors) == [-32700, -32700, -32600]
+    assert _by_id(messages)[1]["result"]["protocolVersion"] == 1
+
+
+def test_unknown_methods_wrong_params_and_non_text_blocks_are_refused(project: Path) -> None:
+    messages, stderr = _exchange(
+        project,
+        [
+            _request(1, "initialize", {"protocolVersion": 1}),
+            _request(2, "session/teleport", {}),
+            _request(3, "session/new", {"cwd": 42, "mcpServers": []}),
+            _request(4, "session/new", {"cwd": "relative/path", "mcpServers": []}),
+            _request(5, "session/new", {"cwd": str(project), "mcpServers": [{"name": "x", "command": "y"}]}),
+            _request(6, "session/load", {"sessionId": "s", "cwd": str(project), "mcpServers": []}),
+            _request(7, "initialize", {"protocolVersion": True}),
+        ],
+    )
+    answers = _by_id(messages)
+    assert answers[2]["error"]["code"] == -32601
+    assert answers[3]["error"]["code"] == -32602
+    assert answers[4]["error"]["code"] == -32602
+    assert "absolute" in answers[4]["error"]["message"]
+    assert answers[5]["result"]["sessionId"].startswith("acp-")
+    assert "ignored 1 MCP server" in stderr
+    assert answers[6]["error"]["code"] == -32601  # no store: no session/load
+    assert answers[7]["error"]["code"] == -32602
+
+
+def test_a_prompt_with_an_image_block_is_refused_with_a_clear_error(project: Path) -> None:
+    new = _request(2, "session/new", {"cwd": str(project), "mcpServers": []})
+    lines = [_request(1, "initialize", {"protocolVersion": 1}), new]
+
+    async def run() -> dict[str, Any]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            *_agent_args(project),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        process.stdin.write("".join(line + "\n" for line in lines).encode())
+        answers: dict[object, dict[str, Any]] = {}
+        while 2 not in answers:
+            message = json.loads(await process.stdout.readline())
+            answers[message.get("id")] = message
+        session_id = answers[2]["result"]["sessionId"]
+        image = {"type": "image", "mimeType": "image/png", "data": "AAAA"}
+        prompt = {"sessionId": session_id, "prompt": [text_block("look").model_dump(), image]}
+        process.stdin.write((_request(3, "session/prompt", prompt) + "\n").encode())
+        refused = json.loads(await process.stdout.readline())
+        process.stdin.close()
+        assert await process.wait() == 0
+        return refused
+
+    refused = asyncio.run(run())
+    assert refused["id"] == 3
+    assert refused["error"]["code"] == -32602
+    assert "'image' is not supported" in refused["error"]["message"]
+
+
+def test_requests_before_initialize_are_refused(project: Path) -> None:
+    messages, _ = _exchange(project, [_request(1, "session/new", {"cwd": str(project), "mcpServers": []})])
+    assert _by_id(messages)[1]["error"]["code"] == -32600
