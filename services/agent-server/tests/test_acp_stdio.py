@@ -11,11 +11,12 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
 from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
@@ -381,3 +382,135 @@ def test_a_workspace_tool_without_an_adapter_is_refused_at_session_new(project: 
     refused = _by_id([json.loads(line) for line in completed.stdout.splitlines()])[2]["error"]
     assert refused["code"] == -32602
     assert 'tool "fs.read"' in refused["message"]
+
+
+def test_an_oversized_prompt_is_invalid_params_and_the_session_stays_usable(project: Path) -> None:
+    async def run() -> tuple[Any, str]:
+        editor = _Editor()
+        async with _spawn(editor, project) as (conn, _):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(project), mcp_servers=[])
+            with pytest.raises(RequestError) as refused:
+                await conn.prompt(session_id=session.session_id, prompt=[text_block("x" * 600_000)])
+            answer = await conn.prompt(session_id=session.session_id, prompt=[text_block("Read the note.")])
+            return refused.value, answer.stop_reason
+
+    refused, reason = asyncio.run(run())
+    assert refused.code == -32602
+    assert reason == "end_turn"
+
+
+# ------------------------------------------------------------- a raw client: fail closed, races
+
+
+class _RawClient:
+    """Line-level access to a spawned agent, for answers no SDK would send."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        self.stdin, self.stdout, self.process = process.stdin, process.stdout, process
+
+    def send(self, *messages: dict[str, Any]) -> None:
+        self.stdin.write("".join(json.dumps(message) + "\n" for message in messages).encode())
+
+    async def receive(self) -> dict[str, Any]:
+        return json.loads(await self.stdout.readline())
+
+    async def until_answer(
+        self, request_id: int, on_request: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    ) -> tuple[dict[str, Any], list[Any]]:
+        updates: list[Any] = []
+        while True:
+            message = await self.receive()
+            if message.get("method") == "session/update":
+                updates.append(message["params"]["update"])
+            elif "method" in message and on_request is not None:
+                self.send(on_request(message))
+            elif message.get("id") == request_id:
+                return message, updates
+
+
+async def _raw_session(project: Path) -> tuple[_RawClient, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *_agent_args(project), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    client = _RawClient(process)
+    client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    await client.until_answer(1)
+    client.send(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "session/new",
+            "params": {"cwd": str(project), "mcpServers": []},
+        }
+    )
+    created, _ = await client.until_answer(2)
+    return client, created["result"]["sessionId"]
+
+
+def _prompt(request_id: int, session_id: str) -> dict[str, Any]:
+    params = {"sessionId": session_id, "prompt": [{"type": "text", "text": "Read the note."}]}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"result": {"outcome": {"outcome": "selected", "optionId": "allow_always"}}},
+        {"result": {"outcome": {"outcome": "selected", "optionId": "reject-once"}}},
+        {"result": {"outcome": "allow-once"}},
+        {"result": "allow-once"},
+        {"error": {"code": -32603, "message": "the editor crashed"}},
+    ],
+)
+def test_any_answer_but_the_allow_option_denies(project: Path, answer: dict[str, Any]) -> None:
+    async def run() -> tuple[dict[str, Any], list[Any]]:
+        client, session_id = await _raw_session(project)
+        client.send(_prompt(3, session_id))
+        result = await client.until_answer(
+            3, lambda request: {"jsonrpc": "2.0", "id": request["id"], **answer}
+        )
+        client.stdin.close()
+        assert await client.process.wait() == 0
+        return result
+
+    result, updates = asyncio.run(run())
+    assert result["result"]["stopReason"] == "end_turn"
+    (done,) = [update for update in updates if update["sessionUpdate"] == "tool_call_update"]
+    assert done["status"] == "failed"
+    assert NOTE not in json.dumps(done)
+
+
+def test_a_cancel_right_behind_its_prompt_is_not_lost(project: Path) -> None:
+    async def run() -> tuple[dict[str, Any], list[Any]]:
+        client, session_id = await _raw_session(project)
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}}
+        client.send(_prompt(3, session_id), cancel)
+        allow = {"outcome": {"outcome": "selected", "optionId": "allow-once"}}
+        result = await client.until_answer(
+            3, lambda request: {"jsonrpc": "2.0", "id": request["id"], "result": allow}
+        )
+        client.stdin.close()
+        assert await client.process.wait() == 0
+        return result
+
+    result, updates = asyncio.run(run())
+    assert result["result"]["stopReason"] == "cancelled"
+    assert not any(update.get("status") == "completed" for update in updates)
+
+
+def test_end_of_input_cancels_a_waiting_prompt_answers_it_and_exits(project: Path) -> None:
+    async def run() -> tuple[dict[str, Any], int | None]:
+        client, session_id = await _raw_session(project)
+        client.send(_prompt(3, session_id))
+        while (await client.receive()).get("method") != "session/request_permission":
+            pass
+        client.stdin.close()  # the editor went away while asked
+        result, _ = await client.until_answer(3)
+        return result, await asyncio.wait_for(client.process.wait(), 10)
+
+    result, code = asyncio.run(run())
+    assert result["result"]["stopReason"] == "cancelled"
+    assert code == 0

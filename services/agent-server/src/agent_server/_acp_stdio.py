@@ -343,6 +343,8 @@ class _Agent:
             mapper.status or (result or {}).get("status"), mapper.finish_reason, session.cancelled
         )
         if reason is None:
+            if failure is not None and failure.code == -32602:
+                raise RpcError(-32602, f"invalid params: {failure.message}")  # e.g. a prompt over 512 KiB
             detail = failure.message if failure is not None else "see the session's events"
             raise RpcError(-32603, f"the run failed: {detail}")
         return {"stopReason": reason}
