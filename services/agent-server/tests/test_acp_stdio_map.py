@@ -1,10 +1,21 @@
-"""The translation of harness events into ACP ``session/update`` payloads and stop reasons."""
+"""The translation of harness events into ACP ``session/update`` payloads, and the adapter in process."""
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
+from typing import Any
 
+import pytest
+import trio
+import trio.testing
+
+from agent_server import ServerConfig
+from agent_server._acp_stdio import run_acp_stdio
 from agent_server._acp_stdio_map import MAX_TOOL_TEXT_CHARS, UpdateMapper, stop_reason, tool_kind
+from agent_server._config import DEFAULT_MODEL_NAME
+from agent_server._scenario import ScenarioModelFactory
+from harness_kernel.models import ScriptedTurn
 
 
 @pytest.mark.parametrize(
@@ -116,3 +127,44 @@ def test_a_replay_sends_the_users_messages_back() -> None:
     mapper = UpdateMapper("/p", replay=True)
     user = mapper.updates(_event("message.completed", role="user", messageId="m0", content="hi"))
     assert user == [{"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hi"}}]
+
+
+# ------------------------------------------------------------- the adapter in process
+
+
+async def test_a_first_prompt_after_the_servers_idle_timeout_still_runs(tmp_path: Path) -> None:
+    """An editor may open a thread and type minutes later; the server cancels idle sessions."""
+    config = ServerConfig(
+        port=0,
+        workspace_root=str(tmp_path),
+        persistence=False,
+        created_session_timeout_ms=50,
+        models={DEFAULT_MODEL_NAME: ScenarioModelFactory([ScriptedTurn(content="hello")])},
+    )
+    to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
+    agent_out, from_agent = trio.testing.memory_stream_one_way_pair()
+    buffer = b""
+
+    async def call(request_id: int, method: str, params: dict[str, object]) -> dict[str, Any]:
+        nonlocal buffer
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        await to_agent.send_all((json.dumps(message) + "\n").encode())
+        while True:
+            while b"\n" not in buffer:
+                buffer += await from_agent.receive_some()
+            line, buffer = buffer.split(b"\n", 1)
+            answer = json.loads(line)
+            if answer.get("id") == request_id and "method" not in answer:
+                return answer
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: run_acp_stdio(config, agent_in, agent_out, session_log=None))
+        await call(1, "initialize", {"protocolVersion": 1})
+        created = await call(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        await trio.sleep(0.3)  # several idle timeouts: the first harness session is cancelled
+        prompt = [{"type": "text", "text": "hi"}]
+        answer = await call(
+            3, "session/prompt", {"sessionId": created["result"]["sessionId"], "prompt": prompt}
+        )
+        await to_agent.aclose()
+    assert answer["result"] == {"stopReason": "end_turn"}

@@ -134,6 +134,7 @@ class _Harness:
 
     client: AcpClient
     session_id: str
+    opened_at: float
     done: trio.Event = field(default_factory=trio.Event)
 
 
@@ -154,8 +155,11 @@ async def _now(value: object) -> object:
 class _Agent:
     """The ACP methods of one stdio connection, over the embedded server ``handle``."""
 
-    def __init__(self, handle: ServerHandle, log: SessionLog | None, connections: trio.Nursery) -> None:
+    def __init__(
+        self, handle: ServerHandle, log: SessionLog | None, connections: trio.Nursery, *, idle_s: float
+    ) -> None:
         self._handle = handle
+        self._idle_s = idle_s
         self._log = log
         self._nursery = connections
         self._connected: set[_Harness] = set()
@@ -256,7 +260,7 @@ class _Agent:
             except AcpClientError as error:
                 task_status.started(error)  # the server's refusal, for the editor to show
                 return
-            harness = _Harness(client, created["sessionId"])
+            harness = _Harness(client, created["sessionId"], trio.current_time())
             self._connected.add(harness)
             try:
                 task_status.started(harness)
@@ -306,6 +310,11 @@ class _Agent:
     async def _prompt(self, session: _Session, text: str) -> JsonObject:
         try:
             harness, session.waiting = session.waiting, None
+            if harness is not None and trio.current_time() - harness.opened_at > self._idle_s / 2:
+                # The server cancels a session never prompted within its idle timeout; an
+                # editor may wait longer than that before the first prompt.
+                harness.done.set()
+                harness = None
             if harness is None:
                 harness = await self._open(session.cwd)
             if session.cancelled:
@@ -464,7 +473,7 @@ async def run_acp_stdio(
     async with _embedded(config) as handle:
         _log.info("harness/acp/1 server embedded at 127.0.0.1:%d", handle.port)
         async with trio.open_nursery() as connections:
-            agent = _Agent(handle, session_log, connections)
+            agent = _Agent(handle, session_log, connections, idle_s=config.created_session_timeout_ms / 1000)
             with trio.CancelScope() as draining:
                 async with trio.open_nursery() as requests:
                     peer = StdioPeer(receive, send, agent.on_request, agent.on_notification)
