@@ -29,6 +29,8 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from agent_server._cli import main
+
 NOTE = "Hello from the note.\n"
 SCRIPT = """\
 - toolCalls: [{id: call-1, name: fs.read, arguments: {path: notes/hello.txt}}]
@@ -514,3 +516,18 @@ def test_end_of_input_cancels_a_waiting_prompt_answers_it_and_exits(project: Pat
     result, code = asyncio.run(run())
     assert result["result"]["stopReason"] == "cancelled"
     assert code == 0
+
+
+def test_acp_shares_serves_model_and_tool_flags_but_not_its_network_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as help_exit:
+        main(["acp", "--help"])
+    assert help_exit.value.code == 0
+    shown = capsys.readouterr().out
+    for flag in ("--model", "--scenario", "--tools", "--workspace-adapter", "--db", "--sandbox-engine"):
+        assert flag in shown
+    for flag in ("--port", "--host", "--no-db", "--token-file"):
+        with pytest.raises(SystemExit) as refused:
+            main(["acp", flag, "x"])
+        assert refused.value.code == 2
