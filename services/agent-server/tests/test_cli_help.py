@@ -13,7 +13,7 @@ import pytest
 from agent_server import _environment
 from agent_server._cli import _parser, main  # pyright: ignore[reportPrivateUsage]
 
-COMMANDS = ("serve", "chat", "demo", "token")
+COMMANDS = ("serve", "chat", "acp", "demo", "token")
 SERVE_GROUPS = ("network", "storage", "model", "tools and workspace", "limits")
 # Each variable the server reads, and the option it stands in for.
 ENVIRONMENT_OF_OPTION = {
@@ -145,7 +145,8 @@ def test_help_ends_with_examples_that_parse(
         (["serve", "--tols=echo"], "did you mean --tools?"),
         (
             ["serv"],
-            "invalid choice: 'serv' (choose from 'serve', 'chat', 'demo', 'token'); did you mean 'serve'?",
+            "invalid choice: 'serv' (choose from 'serve', 'chat', 'acp', 'demo', 'token');"
+            " did you mean 'serve'?",
         ),
         (["serve", "--workspace-adapter", "locl"], "did you mean 'local'?"),
     ],

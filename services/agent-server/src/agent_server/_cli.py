@@ -133,6 +133,23 @@ def _parser() -> argparse.ArgumentParser:
         " directory with serve's flags.",
     )
     add_chat_flags(chat)
+    acp = commands.add_parser(
+        "acp",
+        help="speak the Agent Client Protocol (agentclientprotocol.com) on stdin/stdout, for editors",
+        description="Run as an editor's ACP agent: JSON-RPC on stdin/stdout, logs on stderr, an embedded"
+        " server on a private loopback port. Each session's workspace is the editor's cwd (under"
+        " --workspace-root, default /). Sessions are kept, and session/load offered, only with --db.",
+        epilog=examples(
+            (
+                "read-only tools in the editor's project, a provider model, sessions kept",
+                [
+                    "agent-server acp --workspace-adapter local --tools fs.read,fs.list,git.diff",
+                    "--model anthropic:MODEL --db ~/.local/state/harness-acp.sqlite",
+                ],
+            ),
+        ),
+    )
+    _add_acp_parser(acp, run)
     commands.add_parser(
         "demo",
         help="run one scripted session against an ephemeral local server",
@@ -337,6 +354,38 @@ def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         metavar="CPUS",
         help="CPUs per sandbox (default: the engine's)",
     )
+
+
+_ACP_SHARED: Final = {
+    "db": "storage",
+    "max_run_seconds": "limits",
+    "sandbox_memory": "limits",
+    "sandbox_pids": "limits",
+    "sandbox_cpus": "limits",
+}
+"""serve's flags that ``acp`` shares beyond the model and workspace groups, by destination and group."""
+
+
+def _add_acp_parser(acp: argparse.ArgumentParser, serve_parser: argparse.ArgumentParser) -> None:
+    """``acp``: serve's model, tools, workspace, store and run-limit flags, with the same help."""
+    _add_model_options(acp.add_argument_group("model"))
+    _add_workspace_options(acp.add_argument_group("tools and workspace"))
+    groups = {name: acp.add_argument_group(name) for name in ("storage", "limits")}
+    for action in serve_parser._actions:
+        if action.dest in _ACP_SHARED:
+            # A copy of serve's action: the same help, and a default acp could never change for serve.
+            groups[_ACP_SHARED[action.dest]]._add_action(copy.copy(action))
+    # The embedded server is private to this process: serve's network options keep their defaults.
+    defaults = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "no_db": False,
+        "token_file": None,
+        "token_env": "HARNESS_AGENT_TOKEN",
+    }
+    defaults |= {"allow_plaintext_remote": False, "allow_origin": [], "max_message_bytes": 1024 * 1024}
+    defaults |= {"readiness_path": None, "max_sessions": 256, "retention_days": 30, "outbound_stall_ms": None}
+    acp.set_defaults(**defaults)
 
 
 def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> ServerConfig:
@@ -577,6 +626,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if arguments.command == "demo":
             refuse_unsupported(environ)
+        elif arguments.command == "acp":
+            arguments.no_db = arguments.db is None
+            # An editor names each session's cwd; the root only bounds where one may be.
+            arguments.workspace_root = arguments.workspace_root or os.path.abspath(os.sep)
+            from agent_server._acp_stdio import embedded_config, run_stdio_process  # noqa: PLC0415
+
+            return run_stdio_process(embedded_config(build_config(arguments, environ)))
         else:
             config, token_note = with_default_tokens(build_config(arguments, environ), arguments)
     except ValueError as error:
