@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -306,7 +307,10 @@ def _node() -> str | None:
 def test_official_typescript_sdk_runs_prompt_permission_and_cancel(project: Path) -> None:
     node = _node()
     if node is None or not (_TS_CLIENT / "node_modules" / "@agentclientprotocol" / "sdk").is_dir():
-        pytest.skip(f"needs node and `npm ci` in {_TS_CLIENT} (the SDK is not vendored; tests stay offline)")
+        reason = f"needs node and `npm ci` in {_TS_CLIENT} (the SDK is not vendored; tests stay offline)"
+        if os.environ.get("HARNESS_REQUIRE_ACP_TYPESCRIPT") == "1":
+            pytest.fail(f"HARNESS_REQUIRE_ACP_TYPESCRIPT=1 but the test {reason}")  # CI installs it
+        pytest.skip(reason)
     completed = subprocess.run(
         [node, str(_TS_CLIENT / "client.mjs"), str(project), "--", sys.executable, *_agent_args(project)],
         capture_output=True,
