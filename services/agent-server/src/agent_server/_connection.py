@@ -34,7 +34,7 @@ from agent_server._protocol import (
     parse_request,
 )
 from agent_server._restore import restore_session
-from agent_server._sessions import ServerState, SessionManager
+from agent_server._sessions import PromptCanceledError, ServerState, SessionManager
 from agent_server._version import __version__
 
 __all__ = ["AGENT_NAME", "AcpConnection"]
@@ -108,6 +108,11 @@ class AcpConnection:
             result = await self._dispatch(request)
         except AcpError as error:
             await self._sessions.send(encode_error(request.id, error))
+        except PromptCanceledError:
+            # A canceled prompt is answered with the internal error (§5.3 step 4); it is an
+            # outcome the client asked for, not a failure worth a traceback in the log.
+            _log.info("request %s ended canceled", request.method)
+            await self._sessions.send(encode_error(request.id, None))
         except Exception:
             _log.exception("request %s failed", request.method)
             await self._sessions.send(encode_error(request.id, None))
