@@ -1,6 +1,9 @@
 """Load and failure scenarios of the agent server (spec §10): figures and one verdict per expectation.
 
 Run by hand (it is not a test): ``uv run python benchmarks/agent_server_load.py [--quick]``.
+``--profile PATH`` runs the levels phase alone (one level, 100 sessions or 20 with ``--quick``,
+unless ``--levels`` says otherwise) under cProfile and writes the sorted profile (pstats text:
+top 60 by cumulative time, by own time, and the project's code by own time) to PATH.
 Loopback only; every phase is bounded by ``--timeout`` seconds and the script stops by itself.
 It exits 1 when an expectation fails.
 

@@ -1,6 +1,7 @@
 """What the durable event store costs over raw SQLite commits, and the event codec's speed.
 
-Run by hand (it is not a test): ``uv run python benchmarks/event_store.py [--events N]``.
+Run by hand (it is not a test): ``uv run python benchmarks/event_store.py [--events N]
+[--sweep 1,8,64,256] [--sweep-events N]``.
 
 In one run, on the same machine and disk (a fresh temporary directory per measurement):
 
@@ -9,7 +10,11 @@ In one run, on the same machine and disk (a fresh temporary directory per measur
    and ``NORMAL`` (commits/s);
 2. ``SqliteSessionStore.append`` of realistic events with the same settings (events/s,
    append latency p50/p99, and the store ÷ raw ratio; the project's target is >= 0.5);
-3. msgspec encode and decode of 100 000 events (events/s).
+3. a concurrency sweep under ``synchronous=FULL``: 1, 8, 64 and 256 concurrent writers
+   (``--sweep``), each a trio task with its own session, appending ``--sweep-events`` events
+   in all to ONE ``SqliteSessionStore`` (stored events/s, append latency p50/p99, and the
+   ratio to the raw FULL single-commit rate of step 1);
+4. msgspec encode and decode of 100 000 events (events/s).
 
 It prints a table and then one JSON object (machine, Python and SQLite versions,
 parameters, results, ratios). Nothing is asserted.
@@ -94,6 +99,47 @@ async def store_appends(
     return len(events) / elapsed, latencies
 
 
+async def concurrent_appends(directory: Path, writers: int, per_writer: int) -> tuple[float, list[float]]:
+    """``writers`` tasks, each appending ``per_writer`` events to its own session of one store.
+
+    Every session is created (and the store opened) before the clock starts, and the clock
+    starts only once every writer waits at the gate, so the figure is the appends alone.
+    """
+    batches = [[realistic_event(w * per_writer + i) for i in range(per_writer)] for w in range(writers)]
+    latencies: list[float] = []
+    gate = trio.Event()
+    all_waiting = trio.Event()
+    waiting = 0
+
+    async def writer(store: SqliteSessionStore, session_id: str, events: list[Event]) -> None:
+        nonlocal waiting
+        waiting += 1
+        if waiting == writers:
+            all_waiting.set()
+        await gate.wait()
+        for event in events:
+            before = time.perf_counter()
+            await store.append(session_id, event)
+            latencies.append(time.perf_counter() - before)
+
+    async with SqliteSessionStore(directory / "sweep.db", synchronous="FULL") as store:
+        for index in range(writers):
+            await store.create(f"writer-{index}")
+        async with trio.open_nursery() as nursery:
+            for index, events in enumerate(batches):
+                nursery.start_soon(writer, store, f"writer-{index}", events)
+            await all_waiting.wait()
+            started = time.perf_counter()
+            gate.set()
+        elapsed = time.perf_counter() - started
+    # A rate is only worth printing if every append landed: count the rows the file holds.
+    with sqlite3.connect(directory / "sweep.db") as database:
+        stored = int(database.execute("SELECT count(*) FROM events").fetchone()[0])
+    if stored != writers * per_writer:
+        raise RuntimeError(f"{writers} writers: {stored} rows stored, {writers * per_writer} appended")
+    return writers * per_writer / elapsed, latencies
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
@@ -130,6 +176,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=2000, help="rows/appends per durability mode")
     parser.add_argument("--codec-events", type=int, default=100_000, help="events for the codec timing")
+    parser.add_argument(
+        "--sweep",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=[1, 8, 64, 256],
+        help="concurrent writers per sweep level, comma-separated (default 1,8,64,256)",
+    )
+    parser.add_argument(
+        "--sweep-events",
+        type=int,
+        default=2048,
+        help="appends per sweep level in all, split evenly between its writers (at least 1 each)",
+    )
     arguments = parser.parse_args()
     count: int = arguments.events
     events = [realistic_event(i) for i in range(count)]
@@ -147,6 +205,20 @@ def main() -> None:
             "append_p50_ms": statistics.median(latencies) * 1000,
             "append_p99_ms": percentile(latencies, 0.99) * 1000,
             "store_to_raw_ratio": store_rate / raw_rate,
+        }
+    raw_full = results["FULL"]["raw_commits_per_s"]
+    sweep: dict[str, dict[str, float]] = {}
+    for writers in arguments.sweep:
+        per_writer = max(1, arguments.sweep_events // writers)
+        with tempfile.TemporaryDirectory() as sweep_dir:
+            rate, latencies = trio.run(concurrent_appends, Path(sweep_dir), writers, per_writer)
+        sweep[str(writers)] = {
+            "writers": writers,
+            "events": writers * per_writer,
+            "store_events_per_s": rate,
+            "append_p50_ms": statistics.median(latencies) * 1000,
+            "append_p99_ms": percentile(latencies, 0.99) * 1000,
+            "to_raw_full_ratio": rate / raw_full,
         }
     codec = codec_rates(arguments.codec_events)
     hop = trio.run(thread_hop_seconds, count)
@@ -168,6 +240,13 @@ def main() -> None:
     for mode, row in results.items():
         ceiling = 1 / (1 / row["raw_commits_per_s"] + hop) / row["raw_commits_per_s"]
         print(f"  best possible ratio with that hop, {mode}: {ceiling:.2f}")
+    print(f"concurrency sweep, synchronous=FULL, one database (raw FULL commits/s: {raw_full:,.0f})")
+    print(f"{'writers':>8}{'events':>8}{'store events/s':>16}{'p50 ms':>9}{'p99 ms':>9}{'÷ raw FULL':>12}")
+    for row in sweep.values():
+        print(
+            f"{row['writers']:>8.0f}{row['events']:>8.0f}{row['store_events_per_s']:>16,.0f}"
+            f"{row['append_p50_ms']:>9.3f}{row['append_p99_ms']:>9.3f}{row['to_raw_full_ratio']:>12.2f}"
+        )
     print(
         f"msgspec codec, {arguments.codec_events:,} events: encode {codec['encode_events_per_s']:,.0f}/s,"
         f" decode {codec['decode_events_per_s']:,.0f}/s"
@@ -186,9 +265,12 @@ def main() -> None:
             "events": count,
             "codec_events": arguments.codec_events,
             "modes": list(SYNCHRONOUS_MODES),
+            "sweep": arguments.sweep,
+            "sweep_events": arguments.sweep_events,
         },
-        "results": {"append": results, "codec": codec, "thread_hop_us": hop * 1e6},
+        "results": {"append": results, "sweep": sweep, "codec": codec, "thread_hop_us": hop * 1e6},
         "ratios": {mode: row["store_to_raw_ratio"] for mode, row in results.items()},
+        "sweep_ratios_to_raw_full": {writers: row["to_raw_full_ratio"] for writers, row in sweep.items()},
         "target_ratio": TARGET_RATIO,
     }
     print(json.dumps(report, sort_keys=True))

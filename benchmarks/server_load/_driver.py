@@ -24,6 +24,7 @@ from ._flood import phase_flood
 from ._idle import phase_idle
 from ._levels import phase_levels
 from ._mixed import phase_mixed
+from ._profile import profiled_levels
 from ._server import echo_tools, plain_model, tool_model
 from ._sigterm import phase_sigterm
 from ._stalled import phase_stalled
@@ -32,12 +33,9 @@ from ._tasks import phase_task_cycles
 from ._verdicts import Verdicts
 
 
-async def _in_process_phases(
-    directory: Path, arguments: argparse.Namespace, verdicts: Verdicts
-) -> dict[str, Any]:
-    """idle, levels, mixed and tasks, against one server in this process."""
-    report: dict[str, Any] = {}
-    config = ServerConfig(
+def _in_process_config(directory: Path, arguments: argparse.Namespace) -> ServerConfig:
+    """The in-process server: SQLite store under ``directory``, the scripted models, ``echo``."""
+    return ServerConfig(
         port=0,
         workspace_root=str(directory / "root"),
         db_path=str(directory / "state" / "sessions.sqlite"),
@@ -47,6 +45,14 @@ async def _in_process_phases(
         # The server-wide session cap (256 by default) would refuse the 500 level's sessions.
         max_sessions=max(256, max(arguments.levels) + arguments.mixed_sessions + 64),
     )
+
+
+async def _in_process_phases(
+    directory: Path, arguments: argparse.Namespace, verdicts: Verdicts
+) -> dict[str, Any]:
+    """idle, levels, mixed and tasks, against one server in this process."""
+    report: dict[str, Any] = {}
+    config = _in_process_config(directory, arguments)
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
         # Idle memory first, before the load levels leave freed heap behind for reuse.
@@ -65,6 +71,12 @@ async def run(arguments: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as name:
         directory = Path(name)
         (directory / "root" / "ws").mkdir(parents=True)
+        if arguments.profile is not None:
+            # The profile is of the levels alone: the other phases would bury them, and the
+            # subprocess phases are out of this process's profiler's reach.
+            config = _in_process_config(directory, arguments)
+            report = {"levels": await profiled_levels(config, arguments, verdicts)}
+            return _finish(report, verdicts)
         report = await _in_process_phases(directory, arguments, verdicts)
         phases: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
             ("stalled", lambda: phase_stalled(directory, arguments, verdicts)),
@@ -74,6 +86,11 @@ async def run(arguments: argparse.Namespace) -> dict[str, Any]:
         ]
         for phase, body in phases:
             report[phase] = await body()
+    return _finish(report, verdicts)
+
+
+def _finish(report: dict[str, Any], verdicts: Verdicts) -> dict[str, Any]:
+    """``report`` with the verdicts and how many failed."""
     report["verdicts"] = [{"expectation": n, "passed": p, "detail": d} for n, p, d in verdicts.rows]
     report["failed"] = verdicts.failed
     return report
@@ -115,11 +132,25 @@ def _arguments(description: str | None) -> argparse.Namespace:
         help="how many times the level of one session runs in a row (default 50, 5 with --quick)",
     )
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
+    parser.add_argument(
+        "--profile",
+        metavar="PATH",
+        default=None,
+        help="run only the levels phase (default one level: 100, 20 with --quick) under cProfile"
+        " and write its sorted profile (pstats text) to PATH",
+    )
     parser.add_argument("--timeout", type=float, default=120.0, help="upper bound per phase, seconds")
     parser.add_argument("--serve-stalled", nargs=2, metavar=("DB", "ROOT"), help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     quick = arguments.quick
+    if arguments.profile is not None:
+        arguments.profile = str(Path(arguments.profile).resolve())
+        # Fail before the run rather than after it, with nowhere to write what it measured.
+        if not Path(arguments.profile).parent.is_dir():
+            parser.error(f"--profile: no such directory for {arguments.profile}")
+    if arguments.levels is None and arguments.profile is not None:
+        arguments.levels = [20] if quick else [100]
     if arguments.levels is None:
         arguments.levels = [1, 20] if quick else [1, 100, 500]
     if arguments.lone_rounds is None:
