@@ -573,6 +573,6 @@ async def test_a_run_through_the_runtime_calls_a_tool_and_answers() -> None:
     (result,) = [d(event) for event in events if event.type == "tool.result"]
     assert (result.ok, result.output) == (True, {"sum": 5})
     second = transport.requests[1].json()
-    assert second["messages"][-2]["tool_calls"][0]["function"]["name"] == "calc_add"  # type: ignore[index]
-    assert second["messages"][-1]["role"] == "tool"  # type: ignore[index]
+    assert second["messages"][-2]["tool_calls"][0]["function"]["name"] == "calc_add"
+    assert second["messages"][-1]["role"] == "tool"
     assert [d(event).content for event in events if event.type == "message.completed"][-1] == "The sum is 5."

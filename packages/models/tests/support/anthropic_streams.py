@@ -4,14 +4,12 @@ an in-memory ``SseTransport`` that replays them and records what it was sent."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
-from typing import Final, TypeAlias
+from collections.abc import Sequence
+from typing import Final
 
-import trio
+from scripted_transport import STALL, Item, ScriptedTransport
+from scripted_transport import RecordedRequest as Recorded
 
-from harness_models import ModelError
 from harness_models._wire import SseEvent
 
 __all__ = [
@@ -27,11 +25,8 @@ __all__ = [
     "tool_block",
 ]
 
-HANG: Final = "hang"
+HANG: Final = STALL
 """A script item that waits forever (until cancelled)."""
-
-Item: TypeAlias = SseEvent | ModelError | str
-Script: TypeAlias = Sequence[Item]
 
 
 def event(kind: str, **fields: object) -> SseEvent:
@@ -86,64 +81,6 @@ def message_end(stop_reason: str | None = "end_turn", output_tokens: int = 15) -
         ),
         event("message_stop"),
     ]
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One request the transport received."""
-
-    url: str
-    headers: Mapping[str, str]
-    body: bytes
-
-    def json(self) -> object:
-        return json.loads(self.body)
-
-
-class ScriptedTransport:
-    """Plays one script per attempt: a ``ModelError`` raised on opening (an error status), or
-    a sequence of events, errors (raised mid-stream) and :data:`HANG`."""
-
-    def __init__(self, attempts: Iterable[Script | ModelError]) -> None:
-        self.attempts = list(attempts)
-        self.requests: list[Recorded] = []
-        self.opened = 0
-        self.closed = 0
-
-    def stream(
-        self, url: str, *, headers: Mapping[str, str], body: bytes
-    ) -> AbstractAsyncContextManager[AsyncIterator[SseEvent]]:
-        return self._stream(url, headers, body)
-
-    @asynccontextmanager
-    async def _stream(
-        self, url: str, headers: Mapping[str, str], body: bytes
-    ) -> AsyncGenerator[AsyncIterator[SseEvent]]:
-        self.requests.append(Recorded(url, dict(headers), body))
-        if not self.attempts:
-            raise AssertionError("no scripted attempt left")
-        script = self.attempts.pop(0)
-        await trio.lowlevel.checkpoint()
-        if isinstance(script, ModelError):
-            raise script
-        self.opened += 1
-        events = self._events(script)
-        try:
-            yield events
-        finally:
-            # Leaving the context closes the stream, as the port promises.
-            await events.aclose()
-            self.closed += 1
-
-    async def _events(self, script: Script) -> AsyncGenerator[SseEvent]:
-        for item in script:
-            await trio.lowlevel.checkpoint()
-            if isinstance(item, ModelError):
-                raise item
-            if isinstance(item, str):
-                await trio.sleep_forever()
-            else:
-                yield item
 
 
 def chain(*parts: Sequence[Item]) -> list[Item]:

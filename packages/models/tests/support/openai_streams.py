@@ -10,14 +10,11 @@ The chunk shapes follow OpenAI's API reference for ``chat.completion.chunk`` (``
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Final
 
-import trio
+from scripted_transport import STALL, RecordedRequest, ScriptedTransport
 
-from harness_models import ModelError
 from harness_models._wire import SseEvent
 
 __all__ = [
@@ -32,8 +29,6 @@ __all__ = [
 ]
 
 CHUNK_ID: Final = "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"
-STALL: Final = "<stall>"
-"""An item of a scripted attempt that waits forever (for cancellation tests)."""
 
 
 def _data(payload: Mapping[str, object] | str) -> SseEvent:
@@ -115,61 +110,3 @@ def tool_stream(
         )
     events.extend([chunk({}, finish), usage_chunk(20, 10), DONE])
     return events
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    """What the adapter asked the transport for."""
-
-    url: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> dict[str, object]:
-        """The body, decoded."""
-        decoded: dict[str, object] = json.loads(self.body)
-        return decoded
-
-
-Attempt = ModelError | Sequence[SseEvent | ModelError | str]
-
-
-@dataclass
-class ScriptedTransport:
-    """An in-memory :class:`~harness_models._wire.SseTransport`.
-
-    Each request takes the next scripted attempt: a ``ModelError`` is raised when the stream
-    opens (an error status); a sequence is played item by item (an event is yielded, a
-    ``ModelError`` raised, :data:`STALL` waits forever). Records every request and counts
-    the streams closed.
-    """
-
-    attempts: list[Attempt]
-    requests: list[RecordedRequest] = field(default_factory=list[RecordedRequest])
-    closed: int = 0
-
-    @asynccontextmanager
-    async def stream(
-        self, url: str, *, headers: Mapping[str, str], body: bytes
-    ) -> AsyncGenerator[AsyncIterator[SseEvent], None]:
-        self.requests.append(RecordedRequest(url, dict(headers), body))
-        await trio.lowlevel.checkpoint()
-        attempt = self.attempts.pop(0)
-        if isinstance(attempt, ModelError):
-            raise attempt
-        events = self._play(attempt)
-        try:
-            yield events
-        finally:
-            self.closed += 1
-            await events.aclose()
-
-    async def _play(self, items: Sequence[SseEvent | ModelError | str]) -> AsyncGenerator[SseEvent, None]:
-        for item in items:
-            await trio.lowlevel.checkpoint()
-            if isinstance(item, ModelError):
-                raise item
-            if isinstance(item, str):
-                await trio.sleep_forever()
-            else:
-                yield item
