@@ -202,11 +202,13 @@ EXPECTED: dict[str, set[str]] = {
         "ToolNameAliases",
         "Usage",
         "UserMessage",
+        "abort_reason_error",
         "adapt_model",
         "add_usage",
         "empty_usage",
         "estimate_tokens",
         "normalize_model_text_deltas",
+        "raise_if_aborted",
     },
     "harness_kernel.policy": {
         "COMMAND_ACTIONS",

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Final, final
 
 from harness_kernel.models import (
     ModelEvent,
     ModelRequest,
-    ResponseCompletedFrame,
     ToolNameAliases,
+    raise_if_aborted,
 )
 from harness_models._anthropic_wire import StreamDecoder, aliases_for, request_body
 from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
-from harness_models._retry import stream_with_retries
+from harness_models._retry import retried_until_aborted
 from harness_models._secrets import check_base_url
 from harness_models._transport import HttpSseTransport
 from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
-from harness_workspace import AbortSignal, move_on_abort
 
 __all__ = ["ANTHROPIC_API_VERSION", "AnthropicModel"]
 
@@ -122,31 +122,15 @@ class AnthropicModel:
             BaseException: The signal's reason, when ``request.signal`` aborts.
         """
         signal = request.signal
-        _raise_if_aborted(signal)
+        raise_if_aborted(signal)
         call = self._prepare(request)
         transport = self._transport
         if transport is None:
             transport = self._transport = _default_transport(self._timeouts)
-        frames = stream_with_retries(lambda: _attempt(transport, call), self._retry)
-        try:
-            while True:
-                frame: ModelEvent | None = None
-                try:
-                    if signal is None:
-                        frame = await anext(frames)
-                    else:
-                        # The scope holds no yield: it covers one pull, then closes.
-                        with move_on_abort(signal):
-                            frame = await anext(frames)
-                        _raise_if_aborted(signal)
-                except StopAsyncIteration:
-                    return
-                assert frame is not None
+        frames = retried_until_aborted(lambda: _attempt(transport, call), self._retry, signal)
+        async with aclosing(frames):
+            async for frame in frames:
                 yield frame
-                if type(frame) is ResponseCompletedFrame:
-                    return
-        finally:
-            await frames.aclose()
 
     def _prepare(self, request: ModelRequest) -> _Call:
         aliases = aliases_for(request)
@@ -173,14 +157,6 @@ async def _attempt(transport: SseTransport, call: _Call) -> AsyncIterator[ModelE
                 break
     for frame in decoder.finish():
         yield frame
-
-
-def _raise_if_aborted(signal: AbortSignal | None) -> None:
-    """Raise the signal's reason if it aborted (the kernel's rule: an exception is raised
-    as itself, any other reason inside a ``RuntimeError``)."""
-    if signal is not None and signal.aborted:
-        reason = signal.reason
-        raise reason if isinstance(reason, BaseException) else RuntimeError(reason)
 
 
 def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:

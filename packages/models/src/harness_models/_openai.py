@@ -2,25 +2,23 @@
 
 One streaming ``POST {base_url}/chat/completions`` per attempt; text deltas are handed on as
 they arrive, tool calls once the stream ended, then the completion. Attempts are retried
-only before the first frame (:func:`~harness_models._retry.stream_with_retries`).
+only before the first frame (:func:`~harness_models._retry.retried_until_aborted`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Final, TypeVar
 
-from harness_kernel.models import ModelEvent, ModelRequest, ToolNameAliases
-from harness_kernel.models._types import abort_reason_error, raise_if_aborted
+from harness_kernel.models import ModelEvent, ModelRequest, ToolNameAliases, raise_if_aborted
 from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._openai_wire import ChunkAssembler, MaxTokensField, aliases_for, encode_body
-from harness_models._retry import stream_with_retries
+from harness_models._retry import retried_until_aborted
 from harness_models._secrets import check_base_url
 from harness_models._transport import HttpSseTransport
 from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
-from harness_workspace import AbortSignal, move_on_abort
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIChatModel"]
 
@@ -130,14 +128,8 @@ class OpenAIChatModel:
         def attempt() -> AsyncIterator[ModelEvent]:
             return self._attempt(transport, body, aliases)
 
-        # stream_with_retries is an async generator: close it (and its attempt) when we are closed.
-        retried = stream_with_retries(attempt, self._retry)
-        async with aclosing(retried) as frames:
-            while True:
-                # The signal cancels each pull (the open, a read, a backoff wait), never a yield.
-                frame = await _until_aborted(signal, anext(frames, None))
-                if frame is None:
-                    return
+        async with aclosing(retried_until_aborted(attempt, self._retry, signal)) as frames:
+            async for frame in frames:
                 yield frame
 
     def _transport_for_use(self) -> SseTransport:
@@ -163,15 +155,6 @@ class OpenAIChatModel:
                     break
         for frame in assembler.finish():
             yield frame
-
-
-async def _until_aborted(signal: AbortSignal | None, awaitable: Awaitable[T]) -> T:
-    """Await ``awaitable``; if ``signal`` aborts first, cancel it and raise the signal's reason."""
-    if signal is None:
-        return await awaitable
-    with move_on_abort(signal):
-        return await awaitable
-    raise abort_reason_error(signal.reason)
 
 
 def _config(message: str) -> ModelError:

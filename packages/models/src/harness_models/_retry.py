@@ -12,16 +12,21 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import TypeVar
+from contextlib import aclosing
+from typing import Final, TypeVar, cast
 
 import trio
 
+from harness_kernel.models import abort_reason_error
 from harness_models._errors import ModelError
 from harness_models._wire import RetryPolicy
+from harness_workspace import AbortSignal, move_on_abort
 
-__all__ = ["backoff_s", "stream_with_retries"]
+__all__ = ["backoff_s", "retried_until_aborted", "stream_with_retries"]
 
 T = TypeVar("T")
+
+_END: Final = object()
 
 
 def backoff_s(policy: RetryPolicy, attempt: int, hint_s: float | None, rng: random.Random) -> float:
@@ -79,3 +84,29 @@ async def stream_with_retries(
             if aclose is not None:
                 await aclose()
         await trio.sleep(wait)
+
+
+async def retried_until_aborted(
+    attempt: Callable[[], AsyncIterator[T]], policy: RetryPolicy, signal: AbortSignal | None
+) -> AsyncGenerator[T, None]:
+    """:func:`stream_with_retries`, each pull of which ``signal`` can cancel (the open, a read,
+    a backoff wait) — never a ``yield``, so no cancel scope is held while the consumer runs.
+
+    Raises:
+        BaseException: the signal's reason when it aborts a pull; the retries' own errors.
+    """
+    async with aclosing(stream_with_retries(attempt, policy)) as items:
+        while True:
+            item: object = _END
+            if signal is None:
+                item = await anext(items, _END)
+            else:
+                pulled = False
+                with move_on_abort(signal):
+                    item = await anext(items, _END)
+                    pulled = True
+                if not pulled:
+                    raise abort_reason_error(signal.reason)
+            if item is _END:
+                return
+            yield cast("T", item)

@@ -42,10 +42,12 @@ from harness_kernel.models._types import (
     ToolMessage,
     Usage,
     UserMessage,
+    abort_reason_error,
     add_usage,
     empty_usage,
     estimate_tokens,
     normalize_model_text_deltas,
+    raise_if_aborted,
 )
 
 __all__ = [
@@ -77,9 +79,11 @@ __all__ = [
     "ToolNameAliases",
     "Usage",
     "UserMessage",
+    "abort_reason_error",
     "adapt_model",
     "add_usage",
     "empty_usage",
     "estimate_tokens",
     "normalize_model_text_deltas",
+    "raise_if_aborted",
 ]
