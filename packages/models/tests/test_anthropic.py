@@ -216,6 +216,12 @@ async def test_extra_headers_are_sent_but_cannot_replace_the_adapters_own() -> N
         with pytest.raises(ModelError) as caught:
             model_on(transport, extra_headers={name: "evil"})
         assert caught.value.code == MODEL_CONFIG_INVALID
+    # A value that would split into a second header, a name that is no header name, framing.
+    for extra in ({"X-Note": "a\r\nx-api-key: stolen"}, {"bad name": "x"}, {"Host": "evil"}):
+        with pytest.raises(ModelError) as caught:
+            model_on(transport, extra_headers=extra)
+        assert caught.value.code == MODEL_CONFIG_INVALID
+        assert "stolen" not in caught.value.message
 
 
 @pytest.mark.parametrize(

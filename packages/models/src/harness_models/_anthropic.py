@@ -18,7 +18,7 @@ from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._retry import retried_until_aborted
 from harness_models._secrets import check_base_url
 from harness_models._transport import HttpSseTransport
-from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
+from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts, checked_extra_headers
 
 __all__ = ["ANTHROPIC_API_VERSION", "AnthropicModel"]
 
@@ -107,7 +107,7 @@ class AnthropicModel:
         self._retry = retry
         self._timeouts = timeouts
         self._max_tokens = max_tokens
-        self._extra_headers = _checked_headers(extra_headers or {})
+        self._extra_headers = checked_extra_headers(extra_headers, _OWN_HEADERS)
 
     def __repr__(self) -> str:
         return f"AnthropicModel(model={self._model!r}, base_url={self._base_url!r})"
@@ -157,17 +157,6 @@ async def _attempt(transport: SseTransport, call: _Call) -> AsyncIterator[ModelE
                 break
     for frame in decoder.finish():
         yield frame
-
-
-def _checked_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    checked: dict[str, str] = {}
-    for name, value in headers.items():
-        if type(name) is not str or type(value) is not str or not name:
-            raise ModelError(MODEL_CONFIG_INVALID, "extra headers must map non-empty strings to strings")
-        if name.lower() in _OWN_HEADERS:
-            raise ModelError(MODEL_CONFIG_INVALID, f"extra headers cannot set {name.lower()}")
-        checked[name.lower()] = value
-    return checked
 
 
 def _default_transport(timeouts: Timeouts) -> SseTransport:

@@ -7,7 +7,6 @@ only before the first frame (:func:`~harness_models._retry.retried_until_aborted
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Final, TypeVar
@@ -18,16 +17,13 @@ from harness_models._openai_wire import ChunkAssembler, MaxTokensField, aliases_
 from harness_models._retry import retried_until_aborted
 from harness_models._secrets import check_base_url
 from harness_models._transport import HttpSseTransport
-from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts
+from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts, checked_extra_headers
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIChatModel"]
 
 OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 """OpenAI's own endpoint; compatible servers take their own ``base_url``."""
 
-_RESERVED_HEADERS: Final = frozenset({"authorization", "content-type", "accept", "content-length", "host"})
-_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-_HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 
 T = TypeVar("T")
 
@@ -162,16 +158,7 @@ def _config(message: str) -> ModelError:
 
 
 def _headers(api_key: ApiKey | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for name, value in (extra or {}).items():
-        if type(name) is not str or not _HEADER_NAME.fullmatch(name):
-            raise _config(f"extra header name {name!r} is not a valid header name")
-        if name.lower() in _RESERVED_HEADERS:
-            raise _config(f"extra header {name!r} is set by the adapter")
-        # The value is never echoed: a header may hold a secret too.
-        if type(value) is not str or not _HEADER_VALUE.fullmatch(value):
-            raise _config(f"extra header {name!r} has a value that is not a valid header value")
-        headers[name] = value
+    headers = checked_extra_headers(extra, frozenset({"authorization"}))
     if api_key is not None:
         headers["Authorization"] = f"Bearer {api_key.reveal()}"
     headers["Content-Type"] = "application/json"

@@ -4,6 +4,7 @@ retry policy and the API key. Data and protocols only; the behaviour lives in ``
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -11,7 +12,17 @@ from typing import Final, NoReturn, Protocol, cast
 
 import msgspec
 
-__all__ = ["ApiKey", "RetryPolicy", "SseEvent", "SseTransport", "Timeouts", "plain_json"]
+from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
+
+__all__ = [
+    "ApiKey",
+    "RetryPolicy",
+    "SseEvent",
+    "SseTransport",
+    "Timeouts",
+    "checked_extra_headers",
+    "plain_json",
+]
 
 
 class SseEvent(msgspec.Struct, frozen=True):
@@ -123,3 +134,29 @@ def plain_json(value: object) -> object:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return list(cast("Sequence[object]", value))
     raise TypeError(f"cannot encode a {type(value).__name__} as JSON")
+
+
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_HEADER_VALUE: Final = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+_ALWAYS_OWN: Final = frozenset({"content-type", "accept", "content-length", "host"})
+
+
+def checked_extra_headers(extra: Mapping[str, str] | None, own: frozenset[str]) -> dict[str, str]:
+    """An operator's extra request headers, checked: valid names and values (no CR or LF can
+    split a header), none of ``own`` (lower-case; the adapter's own) nor the framing headers.
+
+    Raises:
+        ModelError: ``MODEL_CONFIG_INVALID``; a value is never echoed (it may be a secret).
+    """
+    headers: dict[str, str] = {}
+    for name, value in (extra or {}).items():
+        if type(name) is not str or not _HEADER_NAME.fullmatch(name):
+            raise ModelError(MODEL_CONFIG_INVALID, f"extra header name {name!r} is not a valid header name")
+        if name.lower() in own or name.lower() in _ALWAYS_OWN:
+            raise ModelError(MODEL_CONFIG_INVALID, f"extra header {name!r} is set by the adapter")
+        if type(value) is not str or not _HEADER_VALUE.fullmatch(value):
+            raise ModelError(
+                MODEL_CONFIG_INVALID, f"extra header {name!r} has a value that is not a valid header value"
+            )
+        headers[name] = value
+    return headers
