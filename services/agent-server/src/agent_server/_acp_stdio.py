@@ -13,14 +13,12 @@ chain is recorded in ``<db>.acp-sessions.jsonl`` so that ``session/load`` can re
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import sys
 import uuid
-from collections.abc import AsyncGenerator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
@@ -30,7 +28,7 @@ import trio
 from agent_server._acp_stdio_map import UpdateMapper, stop_reason
 from agent_server._acp_stdio_rpc import PeerError, RpcError, StdioPeer
 from agent_server._config import ServerConfig
-from agent_server._server import ServerHandle, serve
+from agent_server._server import ServerHandle, embedded_server, private_config
 from agent_server._version import __version__
 from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError
 
@@ -439,17 +437,6 @@ class _Agent:
             after = page["replayedThroughSeq"]
 
 
-@asynccontextmanager
-async def _embedded(config: ServerConfig) -> AsyncGenerator[ServerHandle]:
-    async with trio.open_nursery() as nursery:
-        handle: ServerHandle = await nursery.start(serve, config)
-        try:
-            yield handle
-        finally:
-            with trio.CancelScope(shield=True):
-                await handle.aclose()
-
-
 async def run_acp_stdio(
     config: ServerConfig,
     receive: trio.abc.ReceiveStream,
@@ -470,7 +457,7 @@ async def run_acp_stdio(
     Returns:
         0 once the input ended.
     """
-    async with _embedded(config) as handle:
+    async with embedded_server(config) as handle:
         _log.info("harness/acp/1 server embedded at 127.0.0.1:%d", handle.port)
         async with trio.open_nursery() as connections:
             agent = _Agent(handle, session_log, connections, idle_s=config.created_session_timeout_ms / 1000)
@@ -493,16 +480,7 @@ def embedded_config(config: ServerConfig) -> ServerConfig:
     The session workspace is the ``cwd`` the editor sends, so the root is the filesystem root
     unless ``--workspace-root`` narrowed it; tools stay rooted at the session's own workspace.
     """
-    return dataclasses.replace(
-        config,
-        host="127.0.0.1",
-        port=0,
-        auth_token=None,
-        auth_tokens=None,
-        allowed_origins=(),
-        allow_plaintext_remote=False,
-        readiness_path=None,
-    )
+    return private_config(config)
 
 
 def run_stdio_process(config: ServerConfig) -> int:

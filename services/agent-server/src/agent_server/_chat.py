@@ -13,7 +13,6 @@ A read interrupted by Ctrl-C is kept, not lost: the next read takes its line.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import os
 import signal
@@ -30,7 +29,7 @@ from agent_server._chat_cli import ACTION_CLASSES, ChatOptions, chat_options
 from agent_server._chat_view import Style, Transcript, terminal_safe
 from agent_server._cli import build_config
 from agent_server._config import ServerConfig
-from agent_server._server import ServerHandle, serve
+from agent_server._server import ServerHandle, private_config, serve
 from agent_server.client import (
     AcpClient,
     AcpClientError,
@@ -333,7 +332,7 @@ def embedded_config(
     }
     config = build_config(argparse.Namespace(**values), environ)
     # No configured token: serve generates one for this process and hands it out on its handle.
-    return dataclasses.replace(config, auth_token=None, auth_tokens=None, readiness_path=None)
+    return private_config(config)
 
 
 async def _chat(options: ChatOptions, config: ServerConfig | None, out: TextIO, err: TextIO) -> int:

@@ -18,7 +18,7 @@ import trio
 from agent_server._catalogue import TOOL_CATALOGUE
 from agent_server._config import DEFAULT_MODEL_NAME, ServerConfig, ToolProviderContext
 from agent_server._scenario import ScenarioModelFactory
-from agent_server._server import ServerHandle, serve
+from agent_server._server import ServerHandle, embedded_server
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import ScriptedTurn, ToolCall
 from harness_tools import Tool
@@ -167,13 +167,9 @@ def _local_root(scratch: str) -> str:
 
 
 async def _with_server(config: ServerConfig, body: Callable[[ServerHandle], Awaitable[None]]) -> None:
-    async with trio.open_nursery() as nursery:
-        handle: ServerHandle = await nursery.start(serve, config)
+    async with embedded_server(config) as handle:
         print(f"agent-server: {handle.url}")
-        try:
-            await body(handle)
-        finally:
-            await handle.aclose()
+        await body(handle)
 
 
 async def run_demo() -> int:
