@@ -7,7 +7,7 @@ timestamp is UTC, ISO 8601 / RFC 3339 with milliseconds and ``Z``.
 
 from __future__ import annotations
 
-import uuid
+import secrets
 from datetime import UTC, datetime
 from typing import Final
 
@@ -22,8 +22,16 @@ def is_id(value: object) -> bool:
 
 
 def random_id(prefix: str) -> str:
-    """``f"{prefix}-{uuid4()}"``: the default id of every run, session, event and call."""
-    return f"{prefix}-{uuid.uuid4()}"
+    """``f"{prefix}-{uuid4()}"``: the default id of every run, session, event and call.
+
+    The uuid4 text is spelled here from 16 random bytes (version 4, RFC 4122 variant), the
+    same form ``uuid.uuid4()`` gives at half its cost (the runtime makes ids for every event).
+    """
+    raw = bytearray(secrets.token_bytes(16))
+    raw[6] = (raw[6] & 0x0F) | 0x40
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    text = raw.hex()
+    return f"{prefix}-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def format_timestamp(moment: datetime) -> str:

@@ -478,6 +478,174 @@ class _Walker:
         return _make_list(tuple(frame.values))
 
 
+class _Unsure(Exception):
+    """The fast walk met something it leaves to the exact walk (an error, a limit, a cycle)."""
+
+
+class _FastWalk:
+    """A recursive walk for the common case: valid, small JSON data.
+
+    It answers only "certainly valid" (the result) or :class:`_Unsure`; every doubt (any
+    error, a limit reached, a container met twice) is handed to :class:`_Walker`, which
+    finds and reports it exactly as before. Recursion is safe here: a container deeper than
+    ``max_depth`` (at most :data:`MAX_FROZEN_DEPTH`) is itself a doubt, so the walk never
+    nests further, and a cycle ends as a doubt at that depth. Only exact built-in types are
+    touched, so no foreign code runs.
+    """
+
+    __slots__ = ("_build", "_max_depth", "_max_nodes", "_nodes", "_safe", "_seen")
+
+    def __init__(
+        self, *, max_depth: int, max_nodes: int | None, allow_shared: bool, safe_integers: bool, build: bool
+    ) -> None:
+        self._max_depth = max_depth
+        self._max_nodes = -1 if max_nodes is None else max_nodes
+        self._safe = safe_integers
+        self._build = build
+        self._nodes = 0
+        self._seen: set[int] | None = None if allow_shared else set()
+
+    def _count(self, count: int) -> None:
+        self._nodes += count
+        if self._max_nodes >= 0 and self._nodes > self._max_nodes:
+            raise _Unsure
+
+    def _container(self, value: object, depth: int) -> None:
+        if depth > self._max_depth:
+            raise _Unsure
+        if self._seen is not None:
+            identity = id(value)
+            if identity in self._seen:
+                raise _Unsure
+            self._seen.add(identity)
+        self._count(1)
+
+    def visit(self, value: object, depth: int) -> JsonValue:
+        kind = type(value)
+        if kind is str:
+            assert isinstance(value, str)
+            if not value.isascii() and _LONE_SURROGATE.search(value) is not None:
+                raise _Unsure
+            self._count(1)
+            return value
+        if kind is int:
+            assert isinstance(value, int)
+            if self._safe and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                raise _Unsure
+            self._count(1)
+            return value
+        if value is None or kind is bool:
+            self._count(1)
+            return value  # pyright: ignore[reportReturnType]
+        if kind is float:
+            assert isinstance(value, float)
+            if not math.isfinite(value):
+                raise _Unsure
+            self._count(1)
+            return value
+        if kind is FrozenDict or kind is FrozenList:
+            assert isinstance(value, FrozenDict | FrozenList)
+            if depth + value._height > self._max_depth:  # pyright: ignore[reportPrivateUsage]
+                raise _Unsure
+            if self._seen is not None:
+                identity = id(value)
+                if identity in self._seen:
+                    raise _Unsure
+                self._seen.add(identity)
+            self._count(value._size)  # pyright: ignore[reportPrivateUsage]
+            return value
+        if kind is dict:
+            assert isinstance(value, dict)
+            return self._object(value, depth)  # pyright: ignore[reportUnknownArgumentType]
+        if kind is list or kind is tuple:
+            assert isinstance(value, list | tuple)
+            return self._array(value, depth)  # pyright: ignore[reportUnknownArgumentType]
+        raise _Unsure
+
+    def _object(self, value: dict[object, object], depth: int) -> JsonValue:
+        self._container(value, depth)
+        data: dict[str, JsonValue] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Unsure
+            assert isinstance(key, str)
+            if not key.isascii() and _LONE_SURROGATE.search(key) is not None:
+                raise _Unsure
+            data[key] = self.visit(item, depth + 1)
+        if not self._build:
+            return None
+        height, size = _measure(iter(data.values()))
+        return _make_dict(data, height, size)
+
+    def _array(self, value: list[object] | tuple[object, ...], depth: int) -> JsonValue:
+        self._container(value, depth)
+        items = tuple([self.visit(item, depth + 1) for item in value])
+        return _make_list(items) if self._build else None
+
+
+def _plain_document(value: object, depth: int, max_depth: int) -> bool:
+    """Whether ``value`` is certainly what a JSON parser could produce (any integer size).
+
+    The fast form of :func:`check_json_document` for the common, valid case; false means
+    "not sure", and the exact walk then finds and reports the problem. It recurses only
+    into containers within ``max_depth`` (at most :data:`MAX_FROZEN_DEPTH`), so a cycle or
+    deep input ends as false at that depth.
+    """
+    if type(value) is str:
+        return value.isascii() or _LONE_SURROGATE.search(value) is None
+    if type(value) is int or type(value) is bool or value is None:
+        return True
+    if is_exact_dict(value):
+        if depth > max_depth:
+            return False
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _LONE_SURROGATE.search(key) is None):
+                return False
+            if not _plain_document(item, depth + 1, max_depth):
+                return False
+        return True
+    if type(value) is FrozenDict or type(value) is FrozenList:
+        return depth + value._height <= max_depth  # pyright: ignore[reportPrivateUsage]
+    if is_exact_array(value):
+        if depth > max_depth:
+            return False
+        return all(_plain_document(item, depth + 1, max_depth) for item in value)
+    if type(value) is float:
+        return math.isfinite(value)
+    return False
+
+
+def _walk(
+    value: object,
+    *,
+    max_depth: int,
+    max_nodes: int | None,
+    allow_shared: bool,
+    safe_integers: bool,
+    build: bool,
+) -> JsonValue:
+    """The fast walk, and the exact one when the fast one is unsure."""
+    if not 0 <= max_depth <= MAX_FROZEN_DEPTH:
+        raise ValueError(f"max_depth must be between 0 and {MAX_FROZEN_DEPTH}")
+    try:
+        return _FastWalk(
+            max_depth=max_depth,
+            max_nodes=max_nodes,
+            allow_shared=allow_shared,
+            safe_integers=safe_integers,
+            build=build,
+        ).visit(value, 0)
+    except (_Unsure, RecursionError):
+        walker = _Walker(
+            max_depth=max_depth,
+            max_nodes=max_nodes,
+            allow_shared=allow_shared,
+            safe_integers=safe_integers,
+            build=build,
+        )
+        return walker.run(value)
+
+
 def _location(stack: list[_Frame]) -> str:
     parts = ["$"]
     for frame in stack:
@@ -523,10 +691,10 @@ def freeze_json(
             limit.
         ValueError: ``max_depth`` is out of range.
     """
-    walker = _Walker(
-        max_depth=max_depth, max_nodes=max_nodes, allow_shared=allow_shared, safe_integers=True, build=True
+    shared = allow_shared
+    return _walk(
+        value, max_depth=max_depth, max_nodes=max_nodes, allow_shared=shared, safe_integers=True, build=True
     )
-    return walker.run(value)
 
 
 def check_json_document(value: object, *, max_depth: int = MAX_FROZEN_DEPTH) -> None:
@@ -540,8 +708,13 @@ def check_json_document(value: object, *, max_depth: int = MAX_FROZEN_DEPTH) -> 
         JsonDataError: ``value`` could not have come from a JSON parser, or is too deep.
         ValueError: ``max_depth`` is out of range.
     """
-    walker = _Walker(max_depth=max_depth, max_nodes=None, allow_shared=True, safe_integers=False, build=False)
-    walker.run(value)
+    if 0 <= max_depth <= MAX_FROZEN_DEPTH:
+        try:
+            if _plain_document(value, 0, max_depth):
+                return
+        except RecursionError:
+            pass
+    _walk(value, max_depth=max_depth, max_nodes=None, allow_shared=True, safe_integers=False, build=False)
 
 
 def thaw_json(value: JsonValue) -> object:

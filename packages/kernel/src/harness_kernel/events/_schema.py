@@ -263,13 +263,18 @@ def _without_unset(annotation: object) -> tuple[object, bool]:
 
 @final
 class _Field:
-    __slots__ = ("attribute", "check", "required", "wire")
+    __slots__ = ("attribute", "check", "data_path", "required", "wire")
 
     def __init__(self, attribute: str, wire: str, required: bool, check: Checker) -> None:
         self.attribute = attribute
         self.wire = wire
         self.required = required
         self.check = check
+        # The path of this field in a top-level payload, built once instead of per check.
+        self.data_path = join_path("data", wire)
+
+    def path_in(self, path: str) -> str:
+        return self.data_path if path == "data" else join_path(path, self.wire)
 
 
 @final
@@ -309,16 +314,18 @@ class PayloadSchema:
         valid: dict[str, object] = {}
         arguments: dict[str, object] = {}
         for field in self.fields:
-            if field.wire in raw:
-                checked = field.check(raw[field.wire], join_path(path, field.wire), issues)
+            wire = field.wire
+            if wire in raw:
+                checked = field.check(raw[wire], field.path_in(path), issues)
                 if checked is not INVALID:
-                    valid[field.wire] = checked
+                    valid[wire] = checked
                     arguments[field.attribute] = checked
             elif field.required:
-                issues.append((join_path(path, field.wire), "is required"))
-        for key in raw:
-            if key not in self.wire_names:
-                issues.append((join_path(path, key), f"is not allowed in {self.label}"))
+                issues.append((field.path_in(path), "is required"))
+        if len(valid) != len(raw):
+            for key in raw:
+                if key not in self.wire_names:
+                    issues.append((join_path(path, key), f"is not allowed in {self.label}"))
         if self.refine is not None:
             self.refine(raw, valid, path, issues)
         if len(issues) > before:

@@ -47,7 +47,7 @@ from harness_kernel.runtime._errors import (
 )
 from harness_kernel.runtime._input import Admitted
 from harness_kernel.runtime._model_step import model_round
-from harness_kernel.runtime._shared import Canceled, RunIds, or_unset
+from harness_kernel.runtime._shared import Canceled, QuickLock, RunIds, or_unset
 from harness_kernel.runtime._terminal import record_terminal
 from harness_workspace import AbortController, move_on_abort
 
@@ -61,8 +61,10 @@ class Run:
         self.a = admitted
         self.status = "registered"
         self.queue: deque[Event] = deque()
+        # The driver lock keeps trio.Lock's scheduling point: one per delivered event, where
+        # controls (cancel) and other tasks get their turn. The writer lock needs none.
         self.driver = trio.Lock()
-        self.writer = trio.Lock()
+        self.writer = QuickLock()
         self.admitted = trio.Event()
         self.finished = trio.Event()
         self.admission_error: AgentRuntimeError | None = None
