@@ -7,6 +7,8 @@ from typing import Final, cast
 
 import kernel_event_examples as examples
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness_kernel._json import freeze_json
 from harness_kernel.events import (
@@ -18,6 +20,7 @@ from harness_kernel.events import (
     redact_value,
     serialize_event,
 )
+from harness_kernel.events import _redaction as _redaction_module
 
 
 def test_constants() -> None:
@@ -228,3 +231,48 @@ def test_redact_event_replaces_text_under_a_sensitive_key_in_json_fields() -> No
 def test_redact_event_refuses_what_is_not_exactly_an_event() -> None:
     with pytest.raises(TypeError):
         redact_event({"v": 1})  # pyright: ignore[reportArgumentType]
+
+
+# ------------------------------------------------------------------ the keyword prefilter (issue #21)
+_FRAGMENTS = st.sampled_from(
+    [
+        "Bearer ",
+        "bearer\t",
+        "OPENAI_API_KEY=",
+        "aws_secret=",
+        "AZURE_OPENAI_TOKEN = ",
+        "sk-",
+        "sk-proj-",
+        "SK-",
+        "Authorization: Basic ",
+        "proxy-authorization:basic ",
+        "Cookie: ",
+        "set-cookie:",
+        "api_key:",
+        "x-api-key=",
+        "client_secret=",
+        "password=",
+        "PASSWD:",
+        "token=",
+        "\u212a",  # the Kelvin sign: not an ASCII "k"
+        "abcdefghijklmnop0123",
+        "=",
+        ":",
+        " ",
+        '"',
+        "\n",
+        "é",
+    ]
+)
+
+
+def _six_substitutions(text: str) -> str:
+    for pattern in _redaction_module._SECRET_PATTERNS:  # pyright: ignore[reportPrivateUsage]
+        text = pattern.sub(_redaction_module._KEEP_PREFIX, text)  # pyright: ignore[reportPrivateUsage]
+    return text
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=5)), max_size=12).map("".join))
+def test_the_keyword_prefilter_never_changes_what_redaction_returns(text: str) -> None:
+    assert _redaction_module.redact_string(text) == _six_substitutions(text)

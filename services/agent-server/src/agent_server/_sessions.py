@@ -82,6 +82,8 @@ NOTE_FINISHED: Final = "session finished"
 NOTE_TIMED_OUT: Final = "permission request timed out"
 NOTE_RUN_TIME_LIMIT: Final = "run time limit reached"
 _WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
+FREE_SPACE_TTL_SECONDS: Final = 0.5
+"""How long one reading of the store's free disk space serves ``check_storage``."""
 
 
 @dataclass(eq=False, slots=True)
@@ -100,6 +102,9 @@ class ServerState:
     storage_directory: str | None = None
     active_session_ids: set[str] = field(default_factory=set[str])
     live_sessions: int = 0
+    _free_bytes: int | None = None
+    _free_read_at: float | None = None
+    _free_reading: trio.Event | None = None
 
     async def clock(self) -> datetime:
         """The store clock, which also judges the sessions' leases."""
@@ -129,14 +134,35 @@ class ServerState:
         floor = self.config.min_free_disk_bytes
         if directory is None or floor == 0:
             return
-        try:
-            free = (await trio.to_thread.run_sync(shutil.disk_usage, directory)).free
-        except OSError:
-            _log.exception("checking free space in %s failed", directory)
-            return
-        if free < floor:
+        free = await self._free_space(directory)
+        if free is not None and free < floor:
             _log.warning("refusing new work: %d bytes free in %s, below %d", free, directory, floor)
             raise StorageFullError()
+
+    async def _free_space(self, directory: str) -> int | None:
+        """Free bytes in ``directory``, read at most once per :data:`FREE_SPACE_TTL_SECONDS`.
+
+        Reading it costs a worker-thread round trip, which dominated ``session/new`` under
+        load; one reading serves every check for a moment, and checks that arrive while a
+        reading is under way share it. ``None`` when it cannot be read (logged; not refused).
+        """
+        now = trio.current_time()
+        if self._free_read_at is not None and now - self._free_read_at < FREE_SPACE_TTL_SECONDS:
+            return self._free_bytes
+        if self._free_reading is not None:
+            await self._free_reading.wait()
+            return self._free_bytes
+        reading = self._free_reading = trio.Event()
+        try:
+            self._free_bytes = (await trio.to_thread.run_sync(shutil.disk_usage, directory)).free
+        except OSError:
+            _log.exception("checking free space in %s failed", directory)
+            self._free_bytes = None
+        finally:
+            self._free_read_at = trio.current_time()
+            self._free_reading = None
+            reading.set()
+        return self._free_bytes
 
 
 class PersistenceFailedError(Exception):

@@ -30,6 +30,9 @@ CLOSE_GRACE_SECONDS: Final = 1.0
 OUTBOUND_STALL_SECONDS: Final = 5.0
 """The default time a full outbound queue may see the peer accept no byte before the 1013 close."""
 _SEND_SLICE_BYTES: Final = 16_384
+_COALESCE_BYTES: Final = 65_536
+"""Frames already queued are sent together up to this size: one socket write for a
+batch of events instead of one per event."""
 _RECEIVE_BYTES: Final = 65_536
 _MAX_REASON_BYTES: Final = 123
 
@@ -139,19 +142,31 @@ class WebSocketDriver:
         ``cap - max_message_bytes`` (one frame is always admitted into an empty queue), so the
         queue plus the one message waiting for room stay within the outbound cap.
         """
-        async with self._send_order:
-            waiting_since = trio.current_time()
-            while self._queued_bytes and self._queued_bytes + frame_bytes > self._queue_limit:
-                if self._output_discarded or self.close_sent:
-                    return False
-                room = self._room
-                stalled_at = max(self._last_progress, waiting_since) + self._stall_seconds
-                with trio.move_on_at(stalled_at):
-                    await room.wait()
-                    continue
-                self._overflow()
+        # trio's Lock yields to the scheduler even when free; a free lock is taken here at
+        # once (``acquire_nowait`` refuses while others wait, so arrival order still holds).
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self._send_order.acquire_nowait()
+        except trio.WouldBlock:
+            await self._send_order.acquire()
+        try:
+            return await self._wait_for_room_locked(frame_bytes)
+        finally:
+            self._send_order.release()
+
+    async def _wait_for_room_locked(self, frame_bytes: int) -> bool:
+        waiting_since = trio.current_time()
+        while self._queued_bytes and self._queued_bytes + frame_bytes > self._queue_limit:
+            if self._output_discarded or self.close_sent:
                 return False
-            return not (self._output_discarded or self.close_sent)
+            room = self._room
+            stalled_at = max(self._last_progress, waiting_since) + self._stall_seconds
+            with trio.move_on_at(stalled_at):
+                await room.wait()
+                continue
+            self._overflow()
+            return False
+        return not (self._output_discarded or self.close_sent)
 
     def discard_output(self) -> None:
         """Drop every message not yet queued, now and later (disconnect: nothing more is sent)."""
@@ -180,7 +195,8 @@ class WebSocketDriver:
         large frame is still being sent.
         """
         try:
-            async for frame in self._outbox_reader:
+            async for first in self._outbox_reader:
+                frame = self._with_queued_frames(first)
                 self._in_flight_bytes = len(frame)
                 view = memoryview(frame)
                 for start in range(0, len(frame), _SEND_SLICE_BYTES):
@@ -199,6 +215,19 @@ class WebSocketDriver:
             # Nothing will drain the queue any more: senders must not wait for room.
             self._output_discarded = True
             self._wake_senders()
+
+    def _with_queued_frames(self, first: bytes) -> bytes:
+        """``first`` and the frames queued behind it, up to :data:`_COALESCE_BYTES`, as one write."""
+        frames = [first]
+        size = len(first)
+        while size < _COALESCE_BYTES:
+            try:
+                frame = self._outbox_reader.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+            frames.append(frame)
+            size += len(frame)
+        return first if len(frames) == 1 else b"".join(frames)
 
     # ------------------------------------------------------------ input
 
