@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import trio
 import trio.testing
 
+from harness_kernel import _ids
 from harness_kernel._ids import random_id
 from harness_kernel.runtime._shared import QuickLock
 
@@ -85,3 +87,26 @@ async def test_a_waiter_cancelled_while_waiting_never_holds_the_quick_lock() -> 
         nursery.cancel_scope.cancel()
     assert not entered
     assert not lock.locked()
+
+
+def test_now_timestamp_spells_each_moment_as_format_timestamp_across_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    start = datetime(2026, 12, 31, 23, 59, 58, 998_999, tzinfo=UTC)
+    # Steps that stay within a second, cross seconds, a minute, a year, and go back in time.
+    steps = [0, 1, 1_000, 1_001, 998_000, 1, 5_000_000, -7_000_000, 999, 250_000]
+    moments: list[datetime] = []
+    moment = start
+    for step in steps:
+        moment = moment + timedelta(microseconds=step)
+        moments.append(moment)
+    script = iter(moments)
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: object = None) -> datetime:
+            return next(script)
+
+    monkeypatch.setattr(_ids, "datetime", Clock)
+    for expected in moments:
+        assert _ids.now_timestamp() == _ids.format_timestamp(expected)
