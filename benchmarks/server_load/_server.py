@@ -62,6 +62,10 @@ def levels_config(directory: Path, db: Path, *, connections: int, sessions: int)
         max_connections=connections,
         # The server-wide session cap (256 by default) would refuse the 500 level's sessions.
         max_sessions=sessions,
+        # Every session of a level connects at once; from a client in another process they all
+        # wait for their handshake together, and at the default cap (128) the server evicts the
+        # longest waiting (issue #21: 372 of the 500 level's sessions, closed before a reply).
+        max_pending_connections=sessions,
     )
 
 
