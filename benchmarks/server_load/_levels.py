@@ -153,10 +153,10 @@ async def _run_level_measured(host: LevelHost, count: int, rounds: int) -> tuple
     level = await host.run_level(count, rounds)
     figures: dict[str, Any] = {
         "peak_rss_mib": vm_hwm_kib(host.server_pid) / 1024,
-        "server_cpu_seconds": cpu_seconds(host.server_pid) - server_cpu,
+        "server_cpu_seconds": round(cpu_seconds(host.server_pid) - server_cpu, 3),
     }
     if host.client_cpu and client_cpu is not None:
-        figures["client_cpu_seconds"] = host.client_cpu() - client_cpu
+        figures["client_cpu_seconds"] = round(host.client_cpu() - client_cpu, 3)
     print_level(f"level {count}", level)
     whose = "server" if host.mode == "processes" else "process (client and server)"
     busy = figures["server_cpu_seconds"] / level.seconds if level.seconds else float("nan")
@@ -214,7 +214,7 @@ async def _run_levels(host: LevelHost, arguments: argparse.Namespace, verdicts: 
     _report_targets(host.mode, rows, verdicts)
     return {
         "mode": host.mode,
-        "client_processes": arguments.client_processes,
+        "client_processes": arguments.client_processes if host.mode == "processes" else 0,
         "levels": rows,
         "peak_rss_mib": peak,
     }
