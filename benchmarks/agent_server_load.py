@@ -1,22 +1,32 @@
 """Load and failure scenarios of the agent server (spec §10): figures and one verdict per expectation.
 
 Run by hand (it is not a test): ``uv run python benchmarks/agent_server_load.py [--quick]``.
-``--profile PATH`` runs the levels phase alone (one level, 100 sessions or 20 with ``--quick``,
-unless ``--levels`` says otherwise) under cProfile and writes the sorted profile (pstats text:
-top 60 by cumulative time, by own time, and the project's code by own time) to PATH.
-Loopback only; every phase is bounded by ``--timeout`` seconds and the script stops by itself.
-It exits 1 when an expectation fails.
+``--phases levels`` (or any comma-separated choice of the phases below) runs only those.
+``--clients processes`` (the default) runs the levels' sessions in ``--client-processes``
+worker processes (default 1) against a server subprocess of its own, so the figures are the
+server's; ``--clients in-process`` runs them beside the server in this process's trio thread,
+as the benchmark did before (issue #21); ``--clients processes,in-process`` runs both passes and
+compares them. ``--profile PATH`` runs the levels phase alone (one level, 100 sessions or 20
+with ``--quick``, unless ``--levels`` says otherwise) with the server under cProfile and writes
+the sorted profile (pstats text: top 60 by cumulative time, by own time, and the project's code
+by own time) to PATH; with the clients in processes the profile is the server's alone.
+``--flame PATH`` samples the levels' server subprocess with py-spy (on PATH; not a project
+dependency) and writes its flame graph. Loopback only; every phase is bounded by ``--timeout``
+seconds and the script stops by itself. It exits 1 when an expectation fails; issue #21's
+figures for the server are printed as targets, met or missed, and never fail the run.
 
 Phases:
 
-1. **levels** (server in this process, SQLite store in a temporary directory, scripted
-   FakeModel, the ``echo`` tool): 1, 100 and 500 concurrent sessions, one level after another
-   (the level of one session 50 times in a row, ``--lone-rounds``: one prompt is one sample).
-   Each session connects, initialises, creates a session and runs a short prompt; one in eight
-   calls ``echo``, which asks (no manifest), so it makes a permission round trip. Per session the
-   streamed ``seq`` must be contiguous and a restore from -1 must return exactly the streamed
-   events. Reports sessions/s, p50/p99 prompt round trip and peak RSS (client and server share
-   this process, so RSS is an upper bound for the server).
+1. **levels** (SQLite store in a temporary directory, scripted FakeModel, the ``echo`` tool):
+   1, 100 and 500 concurrent sessions, one level after another (the level of one session 50
+   times in a row, ``--lone-rounds``: one prompt is one sample). Each session connects,
+   initialises, creates a session and runs a short prompt; one in eight calls ``echo``, which
+   asks (no manifest), so it makes a permission round trip. Per session the streamed ``seq``
+   must be contiguous and a restore from -1 must return exactly the streamed events. Reports
+   sessions/s, p50/p99 prompt round trip, and per level the peak RSS (``VmHWM``, reset before
+   each level) and CPU time of the server subprocess (of this process, client and server
+   together, with ``--clients in-process``) and the client workers' CPU time. In-process, the
+   levels run after idle, against the in-process server of phases 2 and 3.
 2. **idle**: RSS per idle initialised connection.
 3. **mixed**: a baseline of plain sessions alone, then the same sessions mixed with offending
    connections (non-JSON, binary, invalid UTF-8, oversized, over-fragmented messages, bad
@@ -35,7 +45,8 @@ Phases:
 5. **cycles** (server in a subprocess, so its descriptors are counted honestly from
    ``/proc/<pid>/fd``): 10 000 connect/initialize/close cycles (every tenth also creates a
    session, canceled at disconnect). Descriptors and active store rows return to baseline.
-   The trio task count is measured on the in-process server of phase 1 over a smaller run.
+   The trio task count is measured on the in-process server of phases 2 and 3 over a smaller
+   run.
 6. **sigterm** (subprocess): sessions in flight, SIGTERM; every client sees 1001 or its
    completed response within 10 s, the process exits 0, and the store passes
    ``PRAGMA integrity_check`` and opens cleanly.

@@ -27,9 +27,25 @@ def rss_kib(pid: int | str = "self") -> int:
     return _status_kib(pid, "VmRSS")
 
 
-def vm_hwm_kib(pid: int) -> int:
+def vm_hwm_kib(pid: int | str = "self") -> int:
     """The peak resident set size (``VmHWM``) of process ``pid`` (0 where it does not exist)."""
     return _status_kib(pid, "VmHWM")
+
+
+def reset_peak_rss(pid: int | str = "self") -> None:
+    """Start ``VmHWM`` of process ``pid`` again from its current RSS (Linux ``clear_refs`` 5).
+
+    So each level's peak is its own, not the highest of every level before it.
+    """
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """User plus system CPU time of process ``pid``, every thread included (``/proc/<pid>/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def open_fds(pid: int | str = "self") -> int:

@@ -1,10 +1,14 @@
-"""``--profile PATH``: the levels phase alone, under cProfile, written as sorted pstats text.
+"""``--profile PATH``: where the levels' time goes, as a sorted profile written to a file.
 
-Only the trio thread is profiled (``cProfile`` follows one thread): the store's SQLite work
-runs in ``trio.to_thread`` workers and shows here as time waiting in the event loop, not as
-``sqlite3`` calls. Client and server share the process, so the benchmark's own WebSocket
-clients appear too; the third section keeps to the project's code (``packages/`` and
-``services/``), which still includes ``agent_server.client``, the clients' own library.
+``--profile`` writes sorted pstats text (cProfile). With the clients in worker processes (the
+default) the levels' server subprocess profiles itself and the profile is the server's alone
+(see ``_levels_server``); with ``--clients in-process`` this module runs the levels in this
+process under cProfile, and the benchmark's own WebSocket clients appear too. Either way only
+the trio thread is profiled (``cProfile`` follows one thread): the store's SQLite work runs in
+``trio.to_thread`` workers and shows as time waiting in the event loop, not as ``sqlite3``
+calls. The third section keeps to the project's code (``packages/`` and ``services/``), which
+in-process still includes ``agent_server.client``, the clients' own library. ``--flame``
+(``_flame``) samples every thread of the server instead.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import trio
 
 from agent_server import ServerConfig, ServerHandle, serve
 
-from ._levels import phase_levels
+from ._levels import phase_levels_in_process
 from ._verdicts import Verdicts
 
 TOP: int = 60
@@ -31,7 +35,7 @@ PROJECT_CODE = r"/(packages|services)/"
 async def profiled_levels(
     config: ServerConfig, arguments: argparse.Namespace, verdicts: Verdicts
 ) -> dict[str, Any]:
-    """Start the in-process server, run ``arguments.levels`` under cProfile, write the profile."""
+    """``--clients in-process``: start the server here, run the levels under cProfile, write the profile."""
     profiler = cProfile.Profile()
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
@@ -39,7 +43,7 @@ async def profiled_levels(
         started = time.perf_counter()
         profiler.enable()
         try:
-            report = await phase_levels(url, arguments, verdicts)
+            report = await phase_levels_in_process(url, arguments, verdicts)
         finally:
             profiler.disable()
         elapsed = time.perf_counter() - started
@@ -49,12 +53,12 @@ async def profiled_levels(
         f"agent_server_load --profile: levels {arguments.levels}, lone rounds {arguments.lone_rounds},"
         f" {elapsed:.2f} s wall under the profiler (trio thread only; client and server in one process)"
     )
-    await path.write_text(_render(profiler, header))
+    await path.write_text(render_profile(profiler, header))
     print(f"profile written to {path}", flush=True)
     return {**report, "profile": str(path), "profiled_seconds": elapsed}
 
 
-def _render(profiler: cProfile.Profile, header: str) -> str:
+def render_profile(profiler: cProfile.Profile, header: str) -> str:
     """Three pstats listings: top ``TOP`` by cumulative time, by own time, and project code by own time."""
     out = io.StringIO()
     out.write(f"{header}\n")

@@ -6,14 +6,14 @@ import resource
 import secrets
 import subprocess
 import sys
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
 import trio
 
-from agent_server import ToolProviderContext
+from agent_server import ServerConfig, ToolProviderContext
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 from harness_tools import Tool, create_echo_tool
 
@@ -45,6 +45,28 @@ def tool_model() -> FakeModel:
 def plain_model() -> FakeModel:
     """A model that answers at once."""
     return FakeModel(PLAIN_TURNS)
+
+
+def levels_config(directory: Path, db: Path, *, connections: int, sessions: int) -> ServerConfig:
+    """The levels' server: SQLite store at ``db``, the scripted models, ``echo``.
+
+    The same configuration serves in this process (``--clients in-process``, the idle, mixed
+    and tasks phases) and in the levels' server subprocess (``--serve-levels``).
+    """
+    return ServerConfig(
+        port=0,
+        workspace_root=str(directory / "root"),
+        db_path=str(db),
+        tools=echo_tools,
+        models={"plain": plain_model, "tool": tool_model},
+        max_connections=connections,
+        # The server-wide session cap (256 by default) would refuse the 500 level's sessions.
+        max_sessions=sessions,
+        # Every session of a level connects at once; from a client in another process they all
+        # wait for their handshake together, and at the default cap (128) the server evicts the
+        # longest waiting (issue #21: 372 of the 500 level's sessions, closed before a reply).
+        max_pending_connections=sessions,
+    )
 
 
 def _serve_command(directory: Path, db: Path, token_file: Path) -> list[str]:
@@ -88,14 +110,14 @@ async def server_process(
     directory: Path,
     name: str,
     *,
-    stalled: bool = False,
-    trace: bool = False,
+    entry: Callable[[Path], list[str]] | None = None,
     descriptor_limit: int | None = None,
 ) -> AsyncGenerator[tuple[trio.Process, str, Path]]:
     """``python -m agent_server serve`` on an ephemeral port; yields ``(process, url, db path)``.
 
-    With ``stalled``, the server is this benchmark's ``--serve-stalled`` (``serve`` with the
-    ``DeltaFlood`` run seam, which the CLI cannot provide), commanded through its stdin.
+    With ``entry`` (given the db path, the arguments of this benchmark's own entry script), the
+    server is that script instead: a server the CLI cannot configure (``--serve-stalled``'s run
+    seam, ``--serve-levels``' two models), commanded through its stdin.
     """
     db = directory / f"{name}.sqlite"
     token = secrets.token_urlsafe(32)
@@ -103,11 +125,10 @@ async def server_process(
     token_file.write_text(f"{token}\n")
     token_file.chmod(0o600)
     command = _serve_command(directory, db, token_file)
-    if stalled:
-        command = [sys.executable, str(ENTRY_SCRIPT), "--serve-stalled", str(db), str(directory / "root")]
-        command += ["--trace"] if trace else []
+    if entry is not None:
+        command = [sys.executable, str(ENTRY_SCRIPT), *entry(db)]
     log = (directory / f"{name}.log").open("wb")
-    stdin = subprocess.PIPE if stalled else None
+    stdin = subprocess.PIPE if entry is not None else None
 
     def limit_descriptors() -> None:
         if descriptor_limit is not None:
@@ -118,7 +139,7 @@ async def server_process(
     )
     try:
         url = await _read_url(process)
-        yield process, url if stalled else f"{url}?token={token}", db
+        yield process, url if entry is not None else f"{url}?token={token}", db
     finally:
         if process.returncode is None:
             process.kill()

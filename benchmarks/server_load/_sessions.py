@@ -54,10 +54,12 @@ async def one_session(url: str, index: int, latencies: list[float], failures: li
         failures.append(f"session {index}: {error!r}")
 
 
-async def run_level(url: str, count: int, seconds: float, rounds: int = 1) -> LevelResult:
+async def run_level(url: str, count: int, seconds: float, rounds: int = 1, *, first: int = 0) -> LevelResult:
     """``count`` sessions at once, ``rounds`` times one after another, bounded by ``seconds``.
 
-    A level of one session is a single sample; repeating it gives its p50 a meaning.
+    A level of one session is a single sample; repeating it gives its p50 a meaning. The
+    sessions are numbered from ``first`` (a client worker runs its share of a level, and the
+    number decides which sessions make a permission round trip).
     """
     latencies: list[float] = []
     failures: list[str] = []
@@ -65,7 +67,7 @@ async def run_level(url: str, count: int, seconds: float, rounds: int = 1) -> Le
     with trio.move_on_after(seconds) as scope:
         for _ in range(rounds):
             async with trio.open_nursery() as nursery:
-                for index in range(count):
+                for index in range(first, first + count):
                     nursery.start_soon(one_session, url, index, latencies, failures)
     elapsed = time.perf_counter() - started
     return LevelResult(count, rounds, latencies, failures, elapsed, scope.cancelled_caught)

@@ -248,7 +248,11 @@ async def stall_pass(directory: Path, count: int, seconds: float, *, trace: bool
     run = StallRun(count)
     stall = run.stall
     replies_in, replies = trio.open_memory_channel[dict[str, Any]](math.inf)
-    async with server_process(directory, name, stalled=True, trace=trace) as (process, url, db):
+
+    def entry(db: Path) -> list[str]:
+        return ["--serve-stalled", str(db), str(directory / "root"), *(["--trace"] if trace else [])]
+
+    async with server_process(directory, name, entry=entry) as (process, url, db):
         stall.url = url
         assert process.stdout is not None
         commands = process.stdin
