@@ -276,3 +276,38 @@ def _six_substitutions(text: str) -> str:
 @given(st.lists(st.one_of(_FRAGMENTS, st.text(max_size=5)), max_size=12).map("".join))
 def test_the_keyword_prefilter_never_changes_what_redaction_returns(text: str) -> None:
     assert _redaction_module.redact_string(text) == _six_substitutions(text)
+
+
+_KEYS = st.sampled_from(["callId", "input", "path", "apiKey", "x-api-key", "Cookie", "fencingToken", "note"])
+_LEAVES = st.one_of(
+    st.lists(st.one_of(_FRAGMENTS, st.text(max_size=4)), max_size=4).map("".join),
+    st.integers(),
+    st.none(),
+    st.booleans(),
+)
+_DATA = st.recursive(
+    _LEAVES,
+    lambda children: st.one_of(st.lists(children, max_size=3), st.dictionaries(_KEYS, children, max_size=3)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_DATA)
+def test_the_scan_says_no_change_only_when_redaction_changes_nothing(value: object) -> None:
+    scan = _redaction_module._Redactor(keep_non_text=True)  # pyright: ignore[reportPrivateUsage]
+    redactor = _redaction_module._Redactor(keep_non_text=True)  # pyright: ignore[reportPrivateUsage]
+    redacted = redactor.redact(value, 0)
+    if not scan.may_change(value, 0):
+        assert not redactor.changed
+        assert redacted == value
+
+
+def test_the_scan_sees_a_shared_container_and_a_sensitive_key() -> None:
+    shared = freeze_json({"a": "b"})
+    scan = _redaction_module._Redactor(keep_non_text=True)  # pyright: ignore[reportPrivateUsage]
+    assert scan.may_change([shared, shared], 0)
+    scan = _redaction_module._Redactor(keep_non_text=True)  # pyright: ignore[reportPrivateUsage]
+    assert scan.may_change({"apiKey": "x"}, 0)
+    scan = _redaction_module._Redactor(keep_non_text=True)  # pyright: ignore[reportPrivateUsage]
+    assert not scan.may_change({"fencingToken": 3, "note": "plain words"}, 0)

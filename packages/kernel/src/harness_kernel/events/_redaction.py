@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -59,8 +60,12 @@ def redact_string(text: str) -> str:
     return text
 
 
+@functools.lru_cache(maxsize=4096)
 def is_sensitive_key(key: str) -> bool:
-    """Whether a mapping key names a secret (compared lower-cased, alphanumerics only)."""
+    """Whether a mapping key names a secret (compared lower-cased, alphanumerics only).
+
+    Remembered per key: events use a few dozen keys over and over.
+    """
     normalized = _NOT_ALPHANUMERIC.sub("", key.lower())
     return normalized in _SENSITIVE_KEYS or normalized.endswith(_SENSITIVE_SUFFIXES)
 
@@ -110,6 +115,30 @@ class _Redactor:
             return [self.redact(item, depth + 1) for item in items]
         return value
 
+    def may_change(self, value: object, depth: int) -> bool:
+        """Whether :meth:`redact` could change ``value``: the same walk, building nothing.
+
+        False only when no string holds a secret keyword, no key is sensitive, and no container
+        is too deep or met twice; so a false answer means ``redact`` would change nothing.
+        """
+        if type(value) is str:
+            return _SECRET_WORDS.search(value) is not None
+        if is_exact_dict(value) or type(value) is FrozenDict:
+            assert isinstance(value, dict | FrozenDict)
+            if not self._enter(value, depth):
+                return True
+            entries: tuple[tuple[object, object], ...] = tuple(value.items())
+            return any(
+                self._sensitive(key, item) or self.may_change(item, depth + 1) for key, item in entries
+            )
+        if is_exact_array(value) or type(value) is FrozenList:
+            assert isinstance(value, list | tuple | FrozenList)
+            if not self._enter(value, depth):
+                return True
+            items: tuple[object, ...] = tuple(value)
+            return any(self.may_change(item, depth + 1) for item in items)
+        return False
+
     def _enter(self, container: object, depth: int) -> bool:
         """Whether to descend: below the depth cap and not seen before in this call."""
         identity = id(container)
@@ -149,6 +178,8 @@ def redact_event(event: Event) -> Event:
         raise TypeError(f"redact_event expects an Event, not {type(event).__name__}")
     assert isinstance(event, Event)
     document = event_to_document(event)
+    if not _Redactor(keep_non_text=True).may_change(document["data"], 0):
+        return validate_event(event)
     redactor = _Redactor(keep_non_text=True)
     document["data"] = redactor.redact(document["data"], 0)
     if not redactor.changed:
