@@ -14,7 +14,13 @@ In one run, on the same machine and disk (a fresh temporary directory per measur
    (``--sweep``), each a trio task with its own session, appending ``--sweep-events`` events
    in all to ONE ``SqliteSessionStore`` (stored events/s, append latency p50/p99, and the
    ratio to the raw FULL single-commit rate of step 1);
-4. msgspec encode and decode of 100 000 events (events/s).
+4. msgspec encode and decode of 100 000 events (events/s);
+5. the hand-over floors: one ``trio.to_thread.run_sync`` round trip, and one round trip
+   through the store's own long-lived writer thread (a queue in, a trio token out) with no
+   work, which is what each group commit pays instead (µs);
+6. reads beside writes: the latency of ``slice`` (a restore) of a 100-event session while
+   64 writers append to the same store, p50/p99 (reads go to their own connection and
+   never wait behind a commit).
 
 It prints a table and then one JSON object (machine, Python and SQLite versions,
 parameters, results, ratios). Nothing is asserted.
@@ -31,13 +37,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import trio
+import trio.lowlevel
 
 from harness_kernel.events import Event, create_event, deserialize_event, serialize_event
 from harness_kernel.store import SqliteSessionStore
+from harness_kernel.store._worker import ConnectionThread, Job
 
 SYNCHRONOUS_MODES: tuple[Literal["FULL", "NORMAL"], ...] = ("FULL", "NORMAL")
 TARGET_RATIO = 0.5
@@ -172,6 +180,66 @@ def _nothing() -> None:
     return None
 
 
+class _NoConnection:
+    def close(self) -> None:
+        return None
+
+
+def _run_nothing(_resource: _NoConnection, jobs: list[Job[Any]]) -> None:
+    for job in jobs:
+        job.succeed(None)
+
+
+async def writer_hop_seconds(calls: int) -> float:
+    """One round trip through a store connection thread (queue in, trio token out), no work."""
+    thread = ConnectionThread(_NoConnection(), _run_nothing, name="bench-writer", grouped=True)
+    try:
+        for _ in range(min(calls, 200)):
+            await thread.run(_nothing_with)
+        started = time.perf_counter()
+        for _ in range(calls):
+            await thread.run(_nothing_with)
+        return (time.perf_counter() - started) / calls
+    finally:
+        await trio.to_thread.run_sync(thread.stop)
+
+
+def _nothing_with(_tables: object) -> None:
+    return None
+
+
+async def reads_beside_writes(directory: Path, writers: int, per_writer: int) -> list[float]:
+    """``slice`` latencies of a 100-event session, one read after another, while ``writers``
+    tasks append ``per_writer`` events each to the same store (only reads made while some
+    writer is still appending are counted)."""
+    latencies: list[float] = []
+    async with SqliteSessionStore(directory / "reads.db", synchronous="FULL") as store:
+        await store.create("restored")
+        await store.append_many("restored", [realistic_event(10_000_000 + i) for i in range(100)])
+        for index in range(writers):
+            await store.create(f"writer-{index}")
+        running = writers
+
+        async def writer(session_id: str, first: int) -> None:
+            nonlocal running
+            for number in range(per_writer):
+                await store.append(session_id, realistic_event(first + number))
+            running -= 1
+
+        async with trio.open_nursery() as nursery:
+            for index in range(writers):
+                nursery.start_soon(writer, f"writer-{index}", index * per_writer)
+            await trio.lowlevel.checkpoint()
+            while running:
+                before = time.perf_counter()
+                restored = await store.slice("restored", 0)
+                if running:
+                    latencies.append(time.perf_counter() - before)
+                if len(restored) != 100:
+                    raise RuntimeError(f"restore read {len(restored)} events, not 100")
+    return latencies
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=2000, help="rows/appends per durability mode")
@@ -220,8 +288,17 @@ def main() -> None:
             "append_p99_ms": percentile(latencies, 0.99) * 1000,
             "to_raw_full_ratio": rate / raw_full,
         }
+    with tempfile.TemporaryDirectory() as reads_dir:
+        read_latencies = trio.run(reads_beside_writes, Path(reads_dir), 64, 64)
+    reads = {
+        "writers": 64,
+        "reads": len(read_latencies),
+        "slice_p50_ms": statistics.median(read_latencies) * 1000,
+        "slice_p99_ms": percentile(read_latencies, 0.99) * 1000,
+    }
     codec = codec_rates(arguments.codec_events)
     hop = trio.run(thread_hop_seconds, count)
+    writer_hop = trio.run(writer_hop_seconds, count)
 
     versions = f"python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version}"
     print(f"{versions}, {platform.machine()}; {count:,} rows per mode")
@@ -240,6 +317,11 @@ def main() -> None:
     for mode, row in results.items():
         ceiling = 1 / (1 / row["raw_commits_per_s"] + hop) / row["raw_commits_per_s"]
         print(f"  best possible ratio with that hop, {mode}: {ceiling:.2f}")
+    # What the store pays instead: a round trip through its long-lived writer thread.
+    print(f"store writer thread round trip (queue in, trio token out): {writer_hop * 1e6:,.0f} µs")
+    for mode, row in results.items():
+        ceiling = 1 / (1 / row["raw_commits_per_s"] + writer_hop) / row["raw_commits_per_s"]
+        print(f"  best possible ratio with that hop, {mode}: {ceiling:.2f}")
     print(f"concurrency sweep, synchronous=FULL, one database (raw FULL commits/s: {raw_full:,.0f})")
     print(f"{'writers':>8}{'events':>8}{'store events/s':>16}{'p50 ms':>9}{'p99 ms':>9}{'÷ raw FULL':>12}")
     for row in sweep.values():
@@ -247,6 +329,10 @@ def main() -> None:
             f"{row['writers']:>8.0f}{row['events']:>8.0f}{row['store_events_per_s']:>16,.0f}"
             f"{row['append_p50_ms']:>9.3f}{row['append_p99_ms']:>9.3f}{row['to_raw_full_ratio']:>12.2f}"
         )
+    print(
+        f"restore (slice of 100 events) beside {reads['writers']} writers, {reads['reads']} reads:"
+        f" p50 {reads['slice_p50_ms']:.3f} ms, p99 {reads['slice_p99_ms']:.3f} ms"
+    )
     print(
         f"msgspec codec, {arguments.codec_events:,} events: encode {codec['encode_events_per_s']:,.0f}/s,"
         f" decode {codec['decode_events_per_s']:,.0f}/s"
@@ -268,7 +354,14 @@ def main() -> None:
             "sweep": arguments.sweep,
             "sweep_events": arguments.sweep_events,
         },
-        "results": {"append": results, "sweep": sweep, "codec": codec, "thread_hop_us": hop * 1e6},
+        "results": {
+            "append": results,
+            "sweep": sweep,
+            "codec": codec,
+            "thread_hop_us": hop * 1e6,
+            "writer_hop_us": writer_hop * 1e6,
+            "reads_beside_writes": reads,
+        },
         "ratios": {mode: row["store_to_raw_ratio"] for mode, row in results.items()},
         "sweep_ratios_to_raw_full": {writers: row["to_raw_full_ratio"] for writers, row in sweep.items()},
         "target_ratio": TARGET_RATIO,

@@ -1,11 +1,13 @@
 """``SqliteSessionStore``: durable sessions and their event logs in one SQLite file (spec §6.2 to §6.4).
 
-Every operation runs in a worker thread behind a one-slot limiter, on the store's single
-connection. A read is one ``BEGIN … COMMIT``; writes are group-committed: those that arrive
-while a commit runs share the next ``BEGIN IMMEDIATE … COMMIT``, each in its own savepoint
-(:meth:`SqliteSessionStore._commit_grouped`). The thread is never
-abandoned: a started transaction always finishes, and a cancellation that arrived meanwhile
-is delivered right after it. Arguments are validated in the calling task, before any thread
+The store owns two long-lived threads, each with its own connection
+(:class:`~harness_kernel.store._worker.ConnectionThread`), started when it opens and joined
+by :meth:`SqliteSessionStore.aclose`. The writer group-commits: it takes every write waiting
+and runs them in one ``BEGIN IMMEDIATE … COMMIT`` (one fsync with ``synchronous=FULL``),
+each in its own savepoint, then wakes their tasks (:func:`_group_transaction`). The reader
+runs each read as one ``BEGIN … COMMIT`` on a WAL snapshot, so reads never wait behind a
+commit. A started transaction always finishes, and a cancellation that arrived meanwhile is
+delivered right after it. Arguments are validated in the calling task, before any thread
 (:class:`~harness_kernel.store._transactional.TransactionalStore`); what each operation does
 inside its transaction is written once, for this store and the in-memory one, over the
 :class:`_SqliteTables` below.
@@ -17,41 +19,95 @@ import sqlite3
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import PurePath
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar
 
 import trio
 
 from harness_kernel.store._records import SESS_INVALID_RECORD, SessionStoreError
 from harness_kernel.store._rows import CHECKPOINT_COLUMNS, EVENT_COLUMNS, SESSION_COLUMNS
-from harness_kernel.store._schema import Synchronous, connect_store
+from harness_kernel.store._schema import BUSY_TIMEOUT_SECONDS, Synchronous, connect_store
 from harness_kernel.store._tables import EventColumns, Row, Tables
 from harness_kernel.store._transactional import TransactionalStore
+from harness_kernel.store._worker import ConnectionThread, Job
 
 __all__ = ["SqliteSessionStore"]
 
 _T = TypeVar("_T")
-_Work = Callable[[sqlite3.Connection], _T]
 
 
-def _read_transaction(connection: sqlite3.Connection, work: _Work[_T]) -> _T:
-    connection.execute("BEGIN")
-    try:
-        result = work(connection)
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    return result
+def _closed_store() -> SessionStoreError:
+    return SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
+
+
+class _GlobalSequence:
+    """The store-wide ``next_global_seq`` within one write transaction.
+
+    Read from the ``meta`` row at the transaction's first insert — under ``BEGIN IMMEDIATE``
+    that row is the truth, whichever connection or process wrote it last — counted here, and
+    written back once before ``COMMIT``: two statements per transaction, not two per event.
+    """
+
+    __slots__ = ("_connection", "_next", "_stored")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+        self._next: int | None = None
+        self._stored: int | None = None
+
+    def take(self) -> int:
+        """The next global sequence number, counted as used."""
+        if self._next is None:
+            row = self._connection.execute("SELECT value FROM meta WHERE key = 'next_global_seq'").fetchone()
+            text: object = None if row is None else row[0]
+            if type(text) is not str or not text.isdigit():
+                raise SessionStoreError(
+                    SESS_INVALID_RECORD, "stored next_global_seq is not a non-negative integer"
+                )
+            self._next = self._stored = int(text)
+        taken = self._next
+        self._next = taken + 1
+        return taken
+
+    def mark(self) -> int | None:
+        """Where the count stands, for :meth:`restore` after a rolled-back savepoint."""
+        return self._next
+
+    def restore(self, mark: int | None) -> None:
+        """Forget the numbers taken since ``mark``: their inserts were rolled back."""
+        self._next = mark
+
+    def flush(self) -> None:
+        """Write the count to ``meta`` if this transaction used any number."""
+        if self._next is not None and self._next != self._stored:
+            self._connection.execute(
+                "UPDATE meta SET value = ? WHERE key = 'next_global_seq'", (str(self._next),)
+            )
+            self._stored = self._next
+
+
+def _read_transaction(connection: sqlite3.Connection, jobs: list[Job[Any]]) -> None:
+    """Each read job as its own ``BEGIN … COMMIT``: one consistent snapshot per operation."""
+    for job in jobs:
+        connection.execute("BEGIN")
+        try:
+            value = job.work(_SqliteTables(connection, _GlobalSequence(connection)))
+            connection.execute("COMMIT")
+        except Exception as error:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            job.fail(error)
+        else:
+            job.succeed(value)
 
 
 class _SqliteTables:
     """:class:`Tables` as SQL statements on a connection inside its open transaction."""
 
-    __slots__ = ("_connection",)
+    __slots__ = ("_connection", "_sequence")
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, sequence: _GlobalSequence) -> None:
         self._connection = connection
+        self._sequence = sequence
 
     def _one(self, query: str, arguments: tuple[object, ...]) -> Row | None:
         row: Row | None = self._connection.execute(query, arguments).fetchone()
@@ -110,13 +166,7 @@ class _SqliteTables:
         return self._one(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ?", (event_id,))
 
     def insert_event(self, columns: EventColumns) -> int:
-        row = self._one("SELECT value FROM meta WHERE key = 'next_global_seq'", ())
-        text: object = None if row is None else row[0]
-        if type(text) is not str or not text.isdigit():
-            raise SessionStoreError(
-                SESS_INVALID_RECORD, "stored next_global_seq is not a non-negative integer"
-            )
-        global_seq = int(text)
+        global_seq = self._sequence.take()
         session_id, seq, event_id, at, actor, event_type, payload = columns
         self._connection.execute(
             f"INSERT INTO events({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -124,9 +174,6 @@ class _SqliteTables:
         )
         self._connection.execute(
             "UPDATE sessions SET next_seq = ? WHERE session_id = ?", (seq + 1, session_id)
-        )
-        self._connection.execute(
-            "UPDATE meta SET value = ? WHERE key = 'next_global_seq'", (str(global_seq + 1),)
         )
         return global_seq
 
@@ -166,12 +213,35 @@ class _SqliteTables:
         self._connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
 
 
+class _Threads:
+    """The open store: its writer thread, and its reader thread (``None`` for a private database)."""
+
+    __slots__ = ("reader", "writer")
+
+    def __init__(
+        self,
+        writer: ConnectionThread[sqlite3.Connection],
+        reader: ConnectionThread[sqlite3.Connection] | None,
+    ) -> None:
+        self.writer = writer
+        self.reader = reader
+
+    def stop(self) -> None:
+        """Finish everything queued, close both connections and end both threads (blocking)."""
+        if self.reader is not None:
+            self.reader.stop()
+        self.writer.stop()
+
+
 class SqliteSessionStore(TransactionalStore):
     """A :class:`SessionStore` in one SQLite database file (schema version 2): durable.
 
     Opened by the first operation or ``async with``; closed by :meth:`aclose`. Leases live in
     the ``metadata`` column as ``ownerId`` and ``leaseExpiresAt``, where the schema has
-    always kept them.
+    always kept them. An open store holds two threads, each with its own connection: the
+    writer, which commits every write waiting in one transaction, and the reader (WAL
+    snapshots), so a read never waits behind a commit. A private database (``":memory:"``
+    or ``""``) has one connection, and its reads go through the writer.
 
     Args:
         path: The database file, handed unchanged to ``sqlite3.connect``; its directory must
@@ -200,11 +270,9 @@ class SqliteSessionStore(TransactionalStore):
         super().__init__(now=now)
         self._path = path
         self._synchronous: Synchronous = synchronous
-        self._limiter = trio.CapacityLimiter(1)
-        self._connection: sqlite3.Connection | None = None
+        self._threads: _Threads | None = None
+        self._opening = trio.Lock()
         self._closed = False
-        self._queue: list[_Job[Any]] = []
-        self._committing = False
 
     @property
     def path(self) -> str | PurePath:
@@ -212,142 +280,106 @@ class SqliteSessionStore(TransactionalStore):
         return self._path
 
     async def _open(self) -> None:
-        await self._call(lambda _connection: None)
+        await self._opened()
 
     async def aclose(self) -> None:
-        """Close the store: operations already running finish, later ones raise ``SESS_INVALID_RECORD``."""
+        """Close the store: operations already running finish, later ones raise ``SESS_INVALID_RECORD``.
+
+        Writes queued before the close are committed (and their callers answered) first.
+        """
         self._closed = True
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self._close_connection, limiter=self._limiter)
+            # An open in progress finishes first; a second aclose waits for the first.
+            async with self._opening:
+                threads, self._threads = self._threads, None
+                if threads is not None:
+                    await trio.to_thread.run_sync(threads.stop)
 
-    def _close_connection(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
-    def _run_in_thread(self, work: _Work[_T]) -> _T:
+    async def _opened(self) -> _Threads:
         if self._closed:
-            raise SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
-        if self._connection is None:
-            self._connection = connect_store(self._path, self._synchronous)
-        return work(self._connection)
+            raise _closed_store()
+        threads = self._threads
+        if threads is None:
+            async with self._opening:
+                if self._closed:
+                    raise _closed_store()
+                if self._threads is None:
+                    # Not abandoned on cancellation: the connections it opens are always kept
+                    # (or closed), never leaked; the cancellation lands at the next checkpoint.
+                    self._threads = await trio.to_thread.run_sync(self._start, abandon_on_cancel=False)
+                threads = self._threads
+        return threads
 
-    async def _call(self, work: _Work[_T]) -> _T:
-        result = await self._call_uncancellable(work)
-        # The work has finished; a cancellation that arrived meanwhile lands now.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return result
+    def _start(self) -> _Threads:
+        """Open both connections (creating or migrating the schema) and start their threads."""
+        connection = connect_store(self._path, self._synchronous)
+        try:
+            reader = _connect_reader(self._path, connection)
+        except BaseException:
+            connection.close()
+            raise
+        writer = ConnectionThread(
+            connection,
+            _group_transaction,
+            name="harness-store-writer",
+            grouped=True,
+        )
+        if reader is None:
+            return _Threads(writer, None)
+        return _Threads(
+            writer,
+            ConnectionThread(reader, _read_transaction, name="harness-store-reader", grouped=False),
+        )
 
     async def _transact(self, work: Callable[[Tables], _T], *, write: bool) -> _T:
-        if write:
-            return await self._commit_grouped(lambda connection: work(_SqliteTables(connection)))
-        return await self._call(
-            lambda connection: _read_transaction(connection, lambda open_: work(_SqliteTables(open_)))
-        )
-
-    async def _commit_grouped(self, work: _Work[_T]) -> _T:
-        """Run one write in the next group commit and return once that commit is durable.
-
-        Writes that arrive while a commit is running wait and go together into the next one:
-        one ``BEGIN IMMEDIATE … COMMIT`` (one fsync with ``synchronous=FULL``) for all of
-        them, each inside its own savepoint, so a write that raises is rolled back alone and
-        the others still commit. No caller returns before the commit that holds its write.
-        A caller cancelled before its write was taken leaves nothing behind; once taken, the
-        write finishes (shielded) and the cancellation is delivered after, as for a lone
-        transaction.
-        """
-        # A caller cancelled before it asked writes nothing.
-        await trio.lowlevel.checkpoint_if_cancelled()
-        job = _Job(work)
-        self._queue.append(job)
-        if not self._committing:
-            self._committing = True
-            try:
-                with trio.CancelScope(shield=True):
-                    while self._queue:
-                        batch, self._queue = self._queue, []
-                        await self._commit_batch(batch)
-            finally:
-                self._committing = False
-        else:
-            try:
-                await job.done.wait()
-            except trio.Cancelled:
-                if not job.taken:
-                    self._queue.remove(job)
-                    raise
-                with trio.CancelScope(shield=True):
-                    await job.done.wait()
-                raise
-        await trio.lowlevel.checkpoint_if_cancelled()
-        return job.result()
-
-    async def _commit_batch(self, batch: list[_Job[Any]]) -> None:
-        for job in batch:
-            job.taken = True
-        try:
-            await self._call_uncancellable(lambda connection: _group_transaction(connection, batch))
-        except BaseException as error:
-            for job in batch:
-                if not job.settled:
-                    job.fail(error)
-        finally:
-            for job in batch:
-                job.done.set()
-
-    async def _call_uncancellable(self, work: _Work[_T]) -> _T:
+        threads = await self._opened()
         if self._closed:
-            raise SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
-        return await trio.to_thread.run_sync(
-            self._run_in_thread, work, limiter=self._limiter, abandon_on_cancel=False
-        )
+            raise _closed_store()
+        if write or threads.reader is None:
+            return await threads.writer.run(work)
+        return await threads.reader.run(work)
 
 
-class _Job(Generic[_T]):
-    """One write waiting for, or done by, a group commit."""
+def _connect_reader(path: str | PurePath, writer: sqlite3.Connection) -> sqlite3.Connection | None:
+    """A read-only connection to the writer's WAL database, or ``None`` if it has no WAL.
 
-    __slots__ = ("_error", "_value", "done", "settled", "taken", "work")
-
-    def __init__(self, work: _Work[_T]) -> None:
-        self.work = work
-        self.done = trio.Event()
-        self.taken = False
-        self.settled = False
-        self._value: _T | None = None
-        self._error: BaseException | None = None
-
-    def succeed(self, value: _T) -> None:
-        self._value, self.settled = value, True
-
-    def fail(self, error: BaseException) -> None:
-        self._error, self.settled = error, True
-
-    def result(self) -> _T:
-        if self._error is not None:
-            raise self._error
-        return cast(_T, self._value)
+    A private database (``":memory:"``, ``""``) would be another, empty one; a database
+    without WAL would make the reader and the writer block each other.
+    """
+    if str(path) in ("", ":memory:"):
+        return None
+    mode = writer.execute("PRAGMA journal_mode").fetchone()
+    if mode is None or str(mode[0]).lower() != "wal":
+        return None
+    reader = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+    )
+    try:
+        reader.execute("PRAGMA query_only=ON")
+    except BaseException:
+        reader.close()
+        raise
+    return reader
 
 
-def _group_transaction(connection: sqlite3.Connection, batch: list[_Job[Any]]) -> None:
+def _group_transaction(connection: sqlite3.Connection, batch: list[Job[Any]]) -> None:
     """One transaction for ``batch``: each write in its own savepoint, then one commit.
 
     A write that raises is rolled back to its savepoint and keeps its error; the others
-    still commit. If the commit itself fails, every write of the batch fails with it.
+    still commit. A lone write needs no savepoint: if it raises, the transaction is rolled
+    back. If the transaction itself fails (``BEGIN``, ``COMMIT``, an error after which
+    SQLite rolled everything back), every write of the batch fails with that error and
+    nothing is written.
     """
+    sequence = _GlobalSequence(connection)
+    tables = _SqliteTables(connection, sequence)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        outcomes: list[tuple[_Job[Any], bool, object]] = []
-        for job in batch:
-            connection.execute("SAVEPOINT job")
-            try:
-                value = job.work(connection)
-            except Exception as error:
-                connection.execute("ROLLBACK TO job")
-                connection.execute("RELEASE job")
-                outcomes.append((job, False, error))
-            else:
-                connection.execute("RELEASE job")
-                outcomes.append((job, True, value))
+        if len(batch) == 1:
+            outcomes: list[tuple[Job[Any], bool, object]] = [(batch[0], True, batch[0].work(tables))]
+        else:
+            outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
+        sequence.flush()
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:
@@ -360,3 +392,21 @@ def _group_transaction(connection: sqlite3.Connection, batch: list[_Job[Any]]) -
         else:
             assert isinstance(value, BaseException)
             job.fail(value)
+
+
+def _in_savepoint(
+    connection: sqlite3.Connection, sequence: _GlobalSequence, tables: _SqliteTables, job: Job[Any]
+) -> tuple[Job[Any], bool, object]:
+    mark = sequence.mark()
+    connection.execute("SAVEPOINT job")
+    try:
+        value = job.work(tables)
+    except Exception as error:
+        if not connection.in_transaction:
+            raise  # SQLite rolled the whole transaction back: the batch fails with this error
+        connection.execute("ROLLBACK TO job")
+        connection.execute("RELEASE job")
+        sequence.restore(mark)
+        return job, False, error
+    connection.execute("RELEASE job")
+    return job, True, value
