@@ -87,6 +87,7 @@ class WebSocketDriver:
         self._close_flushed = trio.Event()
         self.close_sent = False
         self.close_code: int | None = None
+        self._close_reply: tuple[int, str] | None = None
 
     # ------------------------------------------------------------ output
 
@@ -285,8 +286,11 @@ class WebSocketDriver:
                         return
                 elif isinstance(event, CloseConnection):
                     if self._ws.state is ConnectionState.REMOTE_CLOSING:
+                        # The reply waits for finish(): the server first applies the disconnect
+                        # (sessions stopped, their rows durable), so a client that has seen its
+                        # close answered finds them so when it reconnects at once.
                         self._peer_closed.set()
-                        self.close(event.code, event.reason or "")
+                        self._close_reply = (event.code, event.reason or "")
                     else:
                         # wsproto reports a protocol (1002) or UTF-8 (1007) failure this way.
                         self.close(event.code, event.reason or "invalid frame")
@@ -331,9 +335,13 @@ class WebSocketDriver:
     async def finish(self, code: int, reason: str) -> None:
         """Close with ``code`` unless a close was sent, flush it, await the peer's close, then return.
 
-        Gives up after the grace period and then arms an abort: the caller's close of the TCP
-        stream resets it instead of leaving unsent bytes for a peer that may never read them.
+        A close the peer started is answered here, with the peer's own code, rather than when
+        it arrived. Gives up after the grace period and then arms an abort: the caller's close
+        of the TCP stream resets it instead of leaving unsent bytes for a peer that may never
+        read them.
         """
+        if self._close_reply is not None:
+            code, reason = self._close_reply
         self.close(code, reason)
         with trio.move_on_after(self._close_grace_seconds) as grace:
             await self._close_flushed.wait()
