@@ -247,6 +247,18 @@ class WebSocketDriver:
         """Make :meth:`read_messages` return (used at shutdown)."""
         self._reading.cancel()
 
+    async def _receive(self, incomplete_since: float | None) -> bytes | bytearray | None:
+        """The next bytes from the peer; ``None`` when a half-read frame ran out of time.
+
+        With no frame half read nothing has a deadline, so no cancel scope is opened for the
+        common case of waiting for the next message.
+        """
+        if incomplete_since is None:
+            return await self._stream.receive_some(_RECEIVE_BYTES)
+        with trio.move_on_at(incomplete_since + INCOMPLETE_FRAME_SECONDS):
+            return await self._stream.receive_some(_RECEIVE_BYTES)
+        return None
+
     async def _read_loop(self, deliver: Callable[[str], Awaitable[None]]) -> None:
         parts: list[str] = []
         size = 0
@@ -302,15 +314,14 @@ class WebSocketDriver:
                 incomplete_since = trio.current_time() if pending else None
             elif (data or pending) and incomplete_since is None:
                 incomplete_since = trio.current_time()
-            deadline = math.inf if incomplete_since is None else incomplete_since + INCOMPLETE_FRAME_SECONDS
-            with trio.move_on_at(deadline):
-                data = await self._stream.receive_some(_RECEIVE_BYTES)
-                if not data:
-                    self._peer_closed.set()
-                    return
-                continue
-            self.close(1002, "incomplete frame timed out")
-            return
+            received = await self._receive(incomplete_since)
+            if received is None:
+                self.close(1002, "incomplete frame timed out")
+                return
+            data = received
+            if not data:
+                self._peer_closed.set()
+                return
 
     def _frame_bytes_pending(self) -> bool:
         """Whether wsproto holds part of a frame it has not turned into an event yet.
