@@ -41,8 +41,8 @@ def test_config_refuses_an_unknown_workspace_adapter(value: object) -> None:
     ("variables", "message"),
     [
         (
-            {"HARNESS_DATABASE_URL": "postgres://x"},
-            "HARNESS_DATABASE_URL is not supported by this build; use --db",
+            {"HARNESS_DATABASE_URL": "mysql://user:hunter2@db/x"},
+            "HARNESS_DATABASE_URL: database_url must start with postgresql:// or postgres://",
         ),
         ({"HARNESS_SANDBOX_IMAGE": "x"}, "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read"),
         ({"HARNESS_DOCKER_HOST": "x"}, "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read"),

@@ -26,6 +26,7 @@ ENVIRONMENT_OF_OPTION = {
     "--model": "HARNESS_MODEL",
     "--base-url": "HARNESS_MODEL_BASE_URL",
     "--api-key-env": "OPENAI_API_KEY",
+    "--database-url": "HARNESS_DATABASE_URL",
 }
 
 
@@ -95,7 +96,7 @@ def test_each_environment_variable_is_named_beside_its_option() -> None:
         assert variable in helps[option], option
     # Every HARNESS_* variable the server reads (except the refused ones) is in some option's help.
     source = inspect.getsource(_environment)
-    read = set(re.findall(r'"(HARNESS_[A-Z_]*[A-Z])"', source)) - {"HARNESS_DATABASE_URL", "HARNESS_MODEL_ID"}
+    read = set(re.findall(r'"(HARNESS_[A-Z_]*[A-Z])"', source)) - {"HARNESS_MODEL_ID"}
     named = " ".join(helps.values())
     assert read
     assert {variable for variable in read if variable not in named} == set()

@@ -329,6 +329,9 @@ def embedded_config(
         "no_db": arguments.db is None,
         "token_file": None,
         "readiness_path": None,
+        # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
+        "store": "sqlite",
+        "database_url": None,
     }
     config = build_config(argparse.Namespace(**values), environ)
     # No configured token: serve generates one for this process and hands it out on its handle.

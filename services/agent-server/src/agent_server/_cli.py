@@ -17,7 +17,13 @@ from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, generate_to
 from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
 from agent_server._chat_cli import add_chat_flags
 from agent_server._cli_help import SuggestingParser, examples
-from agent_server._config import DEFAULT_MODEL_NAME, WORKSPACE_ADAPTERS, ModelFactory, ServerConfig
+from agent_server._config import (
+    DEFAULT_MODEL_NAME,
+    WORKSPACE_ADAPTERS,
+    ModelFactory,
+    ServerConfig,
+    check_database_url,
+)
 from agent_server._environment import (
     Environment,
     parse_outbound_stall_ms,
@@ -207,6 +213,20 @@ def _add_network_options(group: argparse._ArgumentGroup) -> None:  # pyright: ig
 
 
 def _add_storage_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
+    group.add_argument(
+        "--store",
+        choices=("sqlite", "postgres"),
+        default=None,
+        help="where sessions are stored: one SQLite file, or PostgreSQL shared by several servers"
+        " (default: postgres when HARNESS_DATABASE_URL is set, else sqlite)",
+    )
+    group.add_argument(
+        "--database-url",
+        default=None,
+        metavar="URL",
+        help="the PostgreSQL database of --store postgres, postgresql://USER@HOST/DB"
+        " (default: env HARNESS_DATABASE_URL, which keeps a password out of the process list)",
+    )
     store = group.add_mutually_exclusive_group()
     store.add_argument(
         "--db",
@@ -385,6 +405,8 @@ def _add_acp_parser(acp: argparse.ArgumentParser, serve_parser: argparse.Argumen
     }
     defaults |= {"allow_plaintext_remote": False, "allow_origin": [], "max_message_bytes": 1024 * 1024}
     defaults |= {"readiness_path": None, "max_sessions": 256, "retention_days": 30, "outbound_stall_ms": None}
+    # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
+    defaults |= {"store": "sqlite", "database_url": None}
     acp.set_defaults(**defaults)
 
 
@@ -441,6 +463,7 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
                 "--allow-host-effects is for --workspace-adapter local (a sandbox needs no opt-in)"
             )
         options["allow_host_effects"] = True
+    options.update(_store_options(arguments, environment))
     config = ServerConfig(
         host=arguments.host,
         port=port,
@@ -461,6 +484,30 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     config.check_serving()
     _check_effect_tools(names, config)
     return config
+
+
+def _store_options(arguments: argparse.Namespace, environment: Environment) -> dict[str, object]:
+    """``database_url`` for ``--store postgres`` (explicit, or implied by HARNESS_DATABASE_URL).
+
+    Raises:
+        ValueError: the flags contradict each other, or postgres has no URL. The messages
+            never repeat a URL: it may hold a password.
+    """
+    url: str | None = arguments.database_url
+    if url is not None:
+        url = check_database_url(url)
+    elif environment.database_url is not None:
+        url = environment.database_url
+    store = arguments.store or ("postgres" if url is not None else "sqlite")
+    if store == "sqlite":
+        if arguments.database_url is not None:
+            raise ValueError("--database-url is for --store postgres")
+        return {}
+    if url is None:
+        raise ValueError("--store postgres needs --database-url or HARNESS_DATABASE_URL")
+    if arguments.db is not None or arguments.no_db:
+        raise ValueError("--db and --no-db are for --store sqlite")
+    return {"database_url": url}
 
 
 def _check_effect_tools(names: list[str], config: ServerConfig) -> None:

@@ -25,12 +25,14 @@ from harness_tools import Tool
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "LOOPBACK_HOSTS",
+    "MAX_DATABASE_URL_CHARS",
     "WORKSPACE_ADAPTERS",
     "ModelFactory",
     "ServerConfig",
     "ToolProvider",
     "ToolProviderContext",
     "WorkspaceAdapterName",
+    "check_database_url",
     "read_task_manifest",
 ]
 
@@ -113,6 +115,30 @@ def _check_int(value: object, name: str, low: int, high: float = math.inf) -> No
         raise ValueError(f"{name} must be an integer from {low} to {high}")
 
 
+_DATABASE_URL_SCHEMES: Final = ("postgresql://", "postgres://")
+MAX_DATABASE_URL_CHARS: Final = 4096
+
+
+def check_database_url(url: object) -> str:
+    """``url`` if it is a PostgreSQL connection URL the server may hand to the store.
+
+    The messages never repeat the URL: it may hold a password.
+
+    Raises:
+        ValueError: not a ``str``; not ``postgresql://`` or ``postgres://``; longer than 4096
+            characters; or holding a control character.
+    """
+    if type(url) is not str:
+        raise ValueError("database_url must be a str")
+    if not url.startswith(_DATABASE_URL_SCHEMES):
+        raise ValueError("database_url must start with postgresql:// or postgres://")
+    if len(url) > MAX_DATABASE_URL_CHARS:
+        raise ValueError(f"database_url must be at most {MAX_DATABASE_URL_CHARS} characters")
+    if any(ord(character) < 32 or ord(character) == 127 for character in url):
+        raise ValueError("database_url must not hold control characters")
+    return url
+
+
 def _check_optional_str(value: object, name: str) -> None:
     if value is not None and type(value) is not str:
         raise ValueError(f"{name} must be a str or None")
@@ -156,6 +182,7 @@ class ServerConfig:
     db_path: str | None = None
     persistence: bool = True
     session_store: SessionStore | None = None
+    database_url: str | None = field(default=None, repr=False)
     auth_token: str | None = None
     auth_tokens: Mapping[str, str] | None = None
     allow_plaintext_remote: bool = False
@@ -223,6 +250,10 @@ class ServerConfig:
             raise ValueError("session_store must be a SessionStore or None")
         if self.db_path is not None and self.session_store is not None:
             raise ValueError("give either db_path or session_store, not both")
+        if self.database_url is not None:
+            check_database_url(self.database_url)
+            if self.db_path is not None or self.session_store is not None or not self.persistence:
+                raise ValueError("database_url excludes db_path, session_store and persistence=False")
         if type(self.allowed_origins) is not tuple or any(
             type(origin) is not str for origin in self.allowed_origins
         ):

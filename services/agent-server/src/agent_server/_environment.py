@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from agent_server._config import MAX_OUTBOUND_STALL_MS, MIN_OUTBOUND_STALL_MS
+from agent_server._config import MAX_OUTBOUND_STALL_MS, MIN_OUTBOUND_STALL_MS, check_database_url
 
 __all__ = ["Environment", "parse_outbound_stall_ms", "read_environment", "refuse_unsupported"]
 
@@ -28,6 +28,7 @@ class Environment:
     outbound_stall_ms: int | None = None
     model: str | None = None
     model_base_url: str | None = None
+    database_url: str | None = field(default=None, repr=False)
 
 
 def refuse_unsupported(environ: Mapping[str, str]) -> None:
@@ -36,8 +37,6 @@ def refuse_unsupported(environ: Mapping[str, str]) -> None:
     Raises:
         ValueError: with the documented message.
     """
-    if "HARNESS_DATABASE_URL" in environ:
-        raise ValueError("HARNESS_DATABASE_URL is not supported by this build; use --db")
     if any(name.startswith(_SANDBOX_PREFIXES) for name in environ):
         raise ValueError(
             "HARNESS_SANDBOX_* and HARNESS_DOCKER_* variables are not read;"
@@ -100,7 +99,18 @@ def read_environment(
         outbound_stall_ms=_read_outbound_stall_ms(environ),
         model=_non_empty(environ, "HARNESS_MODEL"),
         model_base_url=_non_empty(environ, "HARNESS_MODEL_BASE_URL"),
+        database_url=_database_url(environ),
     )
+
+
+def _database_url(environ: Mapping[str, str]) -> str | None:
+    raw = environ.get("HARNESS_DATABASE_URL")
+    if raw is None:
+        return None
+    try:
+        return check_database_url(raw.strip())
+    except ValueError as error:
+        raise ValueError(f"HARNESS_DATABASE_URL: {error}") from None
 
 
 def _non_empty(environ: Mapping[str, str], name: str) -> str | None:

@@ -6,15 +6,16 @@ import base64
 import binascii
 import dataclasses
 import hashlib
+import importlib
 import json
 import logging
 import os
 import resource
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Final
+from typing import Final, cast
 from urllib.parse import parse_qs, urlsplit
 
 import h11
@@ -549,11 +550,35 @@ async def _choose_store(config: ServerConfig, root: str) -> tuple[SessionStore, 
     """
     if config.session_store is not None:
         return config.session_store, False, True
+    if config.database_url is not None:
+        return postgres_store(config.database_url), True, True
     if not config.persistence:
         return MemorySessionStore(now=config.now), True, False
     path = config.db_path if config.db_path is not None else default_db_path(root)
     await trio.to_thread.run_sync(_prepare_db, path)
     return SqliteSessionStore(path), True, True
+
+
+POSTGRES_STORE_MISSING: Final = (
+    "a PostgreSQL session store needs the harness-store-postgres distribution: install agent-server[postgres]"
+)
+
+
+def postgres_store(database_url: str) -> SessionStore:
+    """A ``harness_store_postgres.PostgresSessionStore`` on ``database_url`` (not yet opened).
+
+    The distribution is optional (SQLite users install no database driver), so it is imported
+    only here.
+
+    Raises:
+        ValueError: harness-store-postgres is not installed.
+    """
+    try:
+        module = importlib.import_module("harness_store_postgres")
+    except ImportError:
+        raise ValueError(POSTGRES_STORE_MISSING) from None
+    factory = cast("Callable[[str], SessionStore]", module.PostgresSessionStore)
+    return factory(database_url)
 
 
 def _directory_of(path: str | os.PathLike[str]) -> str:
