@@ -100,3 +100,10 @@ def test_the_acp_adapters_embedded_server_keeps_sqlite_whatever_the_variable_say
     arguments = _parser().parse_args(["acp", "--workspace-root", str(tmp_path)])
     config = build_config(arguments, {"HARNESS_DATABASE_URL": SECRET_URL})
     assert config.database_url is None
+
+
+def test_the_session_lease_is_a_serve_flag(tmp_path: Path) -> None:
+    assert _config(tmp_path, []).session_lease_ms == 30_000
+    assert _config(tmp_path, ["--session-lease-seconds", "2"]).session_lease_ms == 2_000
+    with pytest.raises(SystemExit):
+        _config(tmp_path, ["--session-lease-seconds", "0"])

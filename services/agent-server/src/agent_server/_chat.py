@@ -332,6 +332,7 @@ def embedded_config(
         # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
         "store": "sqlite",
         "database_url": None,
+        "session_lease_seconds": 30,
     }
     config = build_config(argparse.Namespace(**values), environ)
     # No configured token: serve generates one for this process and hands it out on its handle.

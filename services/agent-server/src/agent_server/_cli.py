@@ -339,6 +339,14 @@ def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         help="wall time of one prompt's run",
     )
     group.add_argument(
+        "--session-lease-seconds",
+        type=_positive,
+        default=30,
+        metavar="SECONDS",
+        help="how long a session stays owned by this server without a refresh: after a crash,"
+        " another server on the same database may take it over once this has passed",
+    )
+    group.add_argument(
         "--max-message-bytes",
         type=_positive,
         default=1024 * 1024,
@@ -406,7 +414,7 @@ def _add_acp_parser(acp: argparse.ArgumentParser, serve_parser: argparse.Argumen
     defaults |= {"allow_plaintext_remote": False, "allow_origin": [], "max_message_bytes": 1024 * 1024}
     defaults |= {"readiness_path": None, "max_sessions": 256, "retention_days": 30, "outbound_stall_ms": None}
     # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
-    defaults |= {"store": "sqlite", "database_url": None}
+    defaults |= {"store": "sqlite", "database_url": None, "session_lease_seconds": 30}
     acp.set_defaults(**defaults)
 
 
@@ -476,6 +484,7 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         readiness_path=readiness,
         max_sessions=arguments.max_sessions,
         max_run_ms=arguments.max_run_seconds * 1000,
+        session_lease_ms=arguments.session_lease_seconds * 1000,
         retention_days=arguments.retention_days or None,
         workspace_adapter=adapter,
         tools=tools,
