@@ -99,17 +99,42 @@ def _rollback(connection: Connection) -> None:
 
 
 def _write_batch(link: _Link, batch: list[Job[Any]]) -> None:
-    """One transaction for ``batch`` on the writer's connection, or every job fails alike."""
-    connection = link.get()
-    try:
-        _group_transaction(connection, batch)
-    except Exception as error:
-        if not _usable(connection):
-            raise _unavailable(error) from error
-        raise
+    """One transaction for ``batch`` on the writer's connection, or every job fails alike.
+
+    A connection found broken before ``COMMIT`` was sent (a server restart, an idle
+    connection ended) cannot have stored anything: the batch runs once more on a new
+    connection. One that breaks while ``COMMIT`` is on its way leaves the outcome unknown:
+    ``SESS_UNAVAILABLE``, and a retry by event id tells.
+    """
+    for attempt in range(2):
+        connection = link.get()
+        progress = _Progress()
+        try:
+            _group_transaction(connection, batch, progress)
+        except Exception as error:
+            if _usable(connection):
+                raise
+            if progress.committing:
+                raise StoreUnavailableError(
+                    f"the connection broke while COMMIT was on its way ({error}): the write may or"
+                    " may not be stored; retry it (an append by its event id) to find out"
+                ) from error
+            if attempt == 1:
+                raise _unavailable(error) from error
+        else:
+            return
 
 
-def _group_transaction(connection: Connection, batch: list[Job[Any]]) -> None:
+class _Progress:
+    """Whether a write transaction has sent its ``COMMIT``."""
+
+    __slots__ = ("committing",)
+
+    def __init__(self) -> None:
+        self.committing = False
+
+
+def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: _Progress) -> None:
     """``BEGIN``, lock the global sequence, each write in a savepoint, ``COMMIT``; then answer.
 
     A write that raises is rolled back to its savepoint and keeps its error; the others
@@ -130,6 +155,7 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]]) -> None:
         else:
             outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
         sequence.flush()
+        progress.committing = True
         connection.execute("COMMIT")
     except BaseException:
         _rollback(connection)
@@ -162,25 +188,31 @@ def _in_savepoint(
 
 
 def _read_batch(link: _Link, jobs: list[Job[Any]]) -> None:
-    """Each read as its own ``REPEATABLE READ READ ONLY`` transaction: one snapshot per operation."""
+    """Each read as its own ``REPEATABLE READ READ ONLY`` transaction: one snapshot per operation.
+
+    A read changes nothing, so one that meets a broken connection runs once more on a new one.
+    """
     for job in jobs:
-        try:
-            connection = link.get()
-        except StoreUnavailableError as error:
-            job.fail(error)
-            continue
-        try:
-            connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            value = job.work(PostgresTables(connection, None))
-            connection.execute("COMMIT")
-        except Exception as error:
-            if not _usable(connection):
-                job.fail(_unavailable(error))
-                continue
-            _rollback(connection)
-            job.fail(_job_error(error))
-        else:
-            job.succeed(value)
+        for attempt in range(2):
+            try:
+                connection = link.get()
+            except StoreUnavailableError as error:
+                job.fail(error)
+                break
+            try:
+                connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                value = job.work(PostgresTables(connection, None))
+                connection.execute("COMMIT")
+            except Exception as error:
+                if _usable(connection):
+                    _rollback(connection)
+                    job.fail(_job_error(error))
+                    break
+                if attempt == 1:
+                    job.fail(_unavailable(error))
+            else:
+                job.succeed(value)
+                break
 
 
 class _Threads:
