@@ -27,6 +27,11 @@ _LAYOUT: Final = (
         ("harness-models", "harness-kernel", "harness-tools", "harness-workspace"),
     ),
     (
+        "harness-store-postgres",
+        "packages/store-postgres",
+        ("harness-store-postgres", "harness-kernel", "harness-tools", "harness-workspace"),
+    ),
+    (
         "agent-server",
         "services/agent-server",
         (

@@ -148,6 +148,13 @@ def _sandbox_alone(installer: Installer, repo: Path) -> None:
         raise StageFailure("SandboxWorkspace on bubblewrap from the installed wheel")
 
 
+def _store_postgres_alone(installer: Installer, repo: Path) -> None:
+    step("harness-store-postgres alone: pulls in the kernel chain and psycopg; imports")
+    installer.alone("harness-store-postgres").run(
+        "python", "-c", "import harness_store_postgres, psycopg; print(psycopg.pq.__impl__)"
+    )
+
+
 def _agent_server_alone(installer: Installer, repo: Path) -> None:
     step("agent-server alone: pulls in the chain, agent-server demo runs from the installed wheels")
     lone = installer.alone("agent-server")
@@ -189,6 +196,7 @@ _SMOKES: Final[dict[str, Callable[[Installer, Path], None]]] = {
     "harness-kernel": _kernel_alone,
     "harness-sandbox": _sandbox_alone,
     "harness-models": _models_alone,
+    "harness-store-postgres": _store_postgres_alone,
     "agent-server": _agent_server_alone,
     "harness-import-boundary": _import_boundary_alone,
     "harness-exit-gate": _exit_gate_alone,
