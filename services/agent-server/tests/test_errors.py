@@ -23,6 +23,8 @@ from agent_server._errors import (
     SessionNotFoundError,
     SessionNotRestorableError,
     StorageFullError,
+    StoreUnavailableError,
+    store_unavailable_in,
 )
 
 TABLE = [
@@ -38,6 +40,7 @@ TABLE = [
     (ServerSessionLimitError, -32014, "ACP_SERVER_SESSION_LIMIT"),
     (StorageFullError, -32015, "ACP_STORAGE_FULL"),
     (RunTimeLimitError, -32016, "ACP_RUN_TIME_LIMIT"),
+    (StoreUnavailableError, -32018, "ACP_STORE_UNAVAILABLE"),
     (PermissionNotFoundError, -32020, "ACP_PERMISSION_NOT_FOUND"),
     (PermissionResolvedError, -32021, "ACP_PERMISSION_RESOLVED"),
 ]
@@ -67,3 +70,24 @@ def test_codes_are_unique_and_the_session_not_found_message_names_the_id() -> No
     assert pickle.loads(pickle.dumps(error)).message == error.message
     plain = AcpError(-32099, "ACP_CUSTOM", "kept for callers outside the package")
     assert type(pickle.loads(pickle.dumps(plain))) is AcpError
+
+
+def test_an_unreachable_store_is_found_through_the_chain_of_causes() -> None:
+    class Outage(Exception):
+        code = "SESS_UNAVAILABLE"
+
+    class Other(Exception):
+        code = "SESS_NOT_FOUND"
+
+    wrapped = RuntimeError("a session event was not stored")
+    wrapped.__cause__ = Outage("connection lost")
+    assert store_unavailable_in(wrapped)
+    implicit = RuntimeError("while handling")
+    implicit.__context__ = Outage("connection lost")
+    assert store_unavailable_in(implicit)
+    assert not store_unavailable_in(Other("no such session"))
+    assert not store_unavailable_in(RuntimeError("plain"))
+    looped = RuntimeError("a")
+    looped.__context__ = RuntimeError("b")
+    looped.__context__.__context__ = looped
+    assert not store_unavailable_in(looped)

@@ -16,6 +16,8 @@ from agent_server._errors import (
     MethodNotFoundError,
     NotInitializedError,
     ProtocolVersionError,
+    StoreUnavailableError,
+    store_unavailable_in,
 )
 from agent_server._protocol import (
     PROTOCOL_VERSION,
@@ -113,9 +115,14 @@ class AcpConnection:
             # outcome the client asked for, not a failure worth a traceback in the log.
             _log.info("request %s ended canceled", request.method)
             await self._sessions.send(encode_error(request.id, None))
-        except Exception:
-            _log.exception("request %s failed", request.method)
-            await self._sessions.send(encode_error(request.id, None))
+        except Exception as error:
+            if store_unavailable_in(error):
+                # An outage, not a bug: one line, no traceback, and a typed answer.
+                _log.warning("request %s failed: the session store is unreachable", request.method)
+                await self._sessions.send(encode_error(request.id, StoreUnavailableError()))
+            else:
+                _log.exception("request %s failed", request.method)
+                await self._sessions.send(encode_error(request.id, None))
         else:
             await self._answer(request.id, result)
         finally:

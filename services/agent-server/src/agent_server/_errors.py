@@ -28,6 +28,8 @@ __all__ = [
     "SessionNotFoundError",
     "SessionNotRestorableError",
     "StorageFullError",
+    "StoreUnavailableError",
+    "store_unavailable_in",
 ]
 
 INTERNAL_ERROR: Final = -32603
@@ -180,6 +182,38 @@ class SandboxUnavailableError(_AcpFailure):
         "ACP_SANDBOX_UNAVAILABLE",
         "the session's sandbox is unavailable",
     )
+
+
+class StoreUnavailableError(_AcpFailure):
+    """``-32018``: the session store could not be reached (issue #22); the server keeps serving.
+
+    Raised for a request whose store operation failed with ``SESS_UNAVAILABLE`` (the
+    PostgreSQL store's lost connection or unreachable database). A prompt's run is aborted;
+    what it stored before stays restorable; the request may be retried.
+    """
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = (
+        -32018,
+        "ACP_STORE_UNAVAILABLE",
+        "the session store is unreachable; try again",
+    )
+
+
+STORE_UNAVAILABLE_CODE: Final = "SESS_UNAVAILABLE"
+"""The store error code of an unreachable store (harness-store-postgres's ``SESS_UNAVAILABLE``;
+spelled here because that distribution is optional)."""
+
+
+def store_unavailable_in(error: BaseException) -> bool:
+    """Whether ``error`` or an error it was raised from is a store's ``SESS_UNAVAILABLE``."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "code", None) == STORE_UNAVAILABLE_CODE:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class PermissionNotFoundError(_AcpFailure):

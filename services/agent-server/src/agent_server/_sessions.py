@@ -195,6 +195,8 @@ class Session:
     pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
     resolved: set[str] = field(default_factory=set[str])
     persistence_failed: bool = False
+    persistence_error: BaseException | None = None
+    """Why persistence failed (the store's error), chained into the prompt's failure."""
     finished: bool = False
     idle_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     lease_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -413,9 +415,10 @@ class SessionManager:
                 await trio.sleep(interval)
                 try:
                     await store.renew_lease(session.id, self.owner_id, lease_ms=self._config.session_lease_ms)
-                except Exception:
+                except Exception as error:
                     _log.exception("lease refresh failed for session %s", session.id)
                     session.persistence_failed = True
+                    session.persistence_error = error
                     session.abort.abort("persistence failure")
                     return
 
@@ -479,7 +482,8 @@ class SessionManager:
             if session.run_limit_reached and not session.persistence_failed:
                 raise self._run_limit_error() from error
             if session.persistence_failed:
-                raise PersistenceFailedError("a session event was not stored") from error
+                cause = session.persistence_error if session.persistence_error is not None else error
+                raise PersistenceFailedError("a session event was not stored") from cause
             raise
         except BaseException:
             # Cancelled from outside rather than through the abort signal: nothing is sent
@@ -559,7 +563,7 @@ class SessionManager:
         if session.persistence_failed:
             session.state = "failed"
             await self._finish(session, keep_active=True)
-            raise PersistenceFailedError("a session event was not stored")
+            raise PersistenceFailedError("a session event was not stored") from session.persistence_error
         if session.abort.signal.aborted or outcome.status == "canceled":
             session.state = "canceled"
         else:
@@ -642,8 +646,9 @@ class SessionManager:
             return
         try:
             stored = await self._state.store.append_many(session.id, events, owner_id=self.owner_id)
-        except Exception:
+        except Exception as error:
             session.persistence_failed = True
+            session.persistence_error = error
             session.abort.abort("persistence failure")
             raise
         finally:
