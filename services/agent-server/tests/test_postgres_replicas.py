@@ -29,6 +29,9 @@ from psycopg.conninfo import conninfo_to_dict
 
 from agent_server import ServerConfig, ServerHandle, serve
 from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError, connect
+from harness_kernel.events import create_event
+from harness_kernel.store import SESS_CLOSED, SESS_OWNERSHIP_LOST, SessionStoreError
+from harness_store_postgres import PostgresSessionStore
 
 pytestmark = pytest.mark.slow
 
@@ -123,34 +126,48 @@ async def _restore_when_the_lease_has_expired(client: AcpClient, session_id: str
             await trio.sleep(0.2)
 
 
+async def _killed_mid_prompt(first: Replica, conninfo: str) -> tuple[str, list[dict[str, Any]], str]:
+    """A session prompted on ``first``, which is killed (SIGKILL) while the run awaits a permission.
+
+    Returns the session id, the notifications delivered before the kill and the lease owner
+    the killed replica held.
+    """
+    delivered: list[dict[str, Any]] = []
+    async with connect(first.url) as client:
+        await client.initialize()
+        session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+
+        async def prompt() -> None:
+            with pytest.raises(ConnectionClosedError):
+                await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(prompt)
+            with trio.fail_after(30):
+                async for note in client.notifications:
+                    delivered.append(note["params"])
+                    if note["params"]["event"]["type"] == "permission.requested":
+                        break
+            # Mid-prompt: the run waits for the permission answer that never comes.
+            async with PostgresSessionStore(conninfo) as store:
+                lease = (await store.get(session_id)).lease
+            assert lease is not None
+            first.process.kill()
+            await first.process.wait()
+    assert first.process.returncode == -signal.SIGKILL
+    return session_id, delivered, lease.owner_id
+
+
 async def test_a_session_outlives_its_replica_killed_mid_prompt(postgres: Cluster, tmp_path: Path) -> None:
     (tmp_path / "root" / "ws").mkdir(parents=True)
-    database_url = _url(postgres.new_database())
+    conninfo = postgres.new_database()
+    database_url = _url(conninfo)
     token = secrets.token_urlsafe(32)
     async with (
         replica(tmp_path, "a", database_url, token) as first,
         replica(tmp_path, "b", database_url, token) as second,
     ):
-        delivered: list[dict[str, Any]] = []
-        async with connect(first.url) as client:
-            await client.initialize()
-            session_id = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
-
-            async def prompt() -> None:
-                with pytest.raises(ConnectionClosedError):
-                    await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(prompt)
-                with trio.fail_after(30):
-                    async for note in client.notifications:
-                        delivered.append(note["params"])
-                        if note["params"]["event"]["type"] == "permission.requested":
-                            break
-                # Mid-prompt: the run waits for the permission answer that never comes.
-                first.process.kill()
-                await first.process.wait()
-        assert first.process.returncode == -signal.SIGKILL
+        session_id, delivered, stale_owner = await _killed_mid_prompt(first, conninfo)
 
         async with connect(second.url) as client:
             await client.initialize()
@@ -170,6 +187,16 @@ async def test_a_session_outlives_its_replica_killed_mid_prompt(postgres: Cluste
             again = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
             assert again["status"] == "interrupted"
             assert [note["params"] for note in client.drain_notifications()] == restored
+
+            # A write from A arriving late (its owner id, a fresh event) is refused by the database.
+            late = create_event(
+                "error", {"code": "LATE", "message": "a stale replica's write", "retryable": False}
+            )
+            async with PostgresSessionStore(conninfo) as store:
+                with pytest.raises(SessionStoreError) as stale:
+                    await store.append(session_id, late, owner_id=stale_owner)
+                assert stale.value.code in {SESS_OWNERSHIP_LOST, SESS_CLOSED}
+                assert await store.size(session_id) == len(restored)
 
             # B serves new work as usual.
             fresh = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
