@@ -36,7 +36,16 @@ from harness_kernel.events import Event
 from harness_kernel.store import SequencedEvent
 from harness_store_postgres import PostgresSessionStore
 
-__all__ = ["PG_MODULES", "PG_SUPPORT", "CrashShape", "measure_clean", "pg_trial", "run_postgres_target"]
+__all__ = [
+    "PG_MODULES",
+    "PG_SUPPORT",
+    "CrashShape",
+    "Snapshot",
+    "measure_clean",
+    "pg_trial",
+    "run_postgres_target",
+    "snapshot_database",
+]
 
 PG_MODULES: Final = ("pg_crash_workloads",)
 PG_SUPPORT: Final = Path(__file__).resolve().parent
@@ -55,12 +64,14 @@ class CrashShape:
 
 
 @dataclass(frozen=True, slots=True)
-class _Snapshot:
+class Snapshot:
+    """Every stored event (event id -> session id, seq, global seq) and the invariants broken."""
+
     events: dict[str, Stored]  # event id -> where it is stored
     problems: list[str]
 
 
-def _snapshot(conninfo: str) -> _Snapshot:
+def snapshot_database(conninfo: str) -> Snapshot:
     """Every event, and every whole-database invariant that does not hold (one transaction)."""
     with psycopg.connect(conninfo, autocommit=True) as connection, connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -92,7 +103,7 @@ def _snapshot(conninfo: str) -> _Snapshot:
             problems.append(f"session {session_id}: next_seq {next_seq} but {len(seqs)} events")
     if per_session:
         problems.append(f"events of unknown sessions {sorted(per_session)}")
-    return _Snapshot(events, problems)
+    return Snapshot(events, problems)
 
 
 def _writer_backends(conninfo: str) -> int:
@@ -120,7 +131,7 @@ async def _backends_gone(conninfo: str) -> bool:
 
 
 def _check_trial(
-    snapshot: _Snapshot,
+    snapshot: Snapshot,
     begun: list[list[str]],
     acked: dict[str, tuple[int, int]],
     prefix: str,
@@ -147,7 +158,7 @@ def _check_trial(
     return problems
 
 
-async def _retry(conninfo: str, snapshot: _Snapshot, retried: list[tuple[str, list[Event]]]) -> list[str]:
+async def _retry(conninfo: str, snapshot: Snapshot, retried: list[tuple[str, list[Event]]]) -> list[str]:
     """Retry ``retried`` by event id through a fresh store: each answer must match the snapshot."""
     problems: list[str] = []
     async with PostgresSessionStore(conninfo, readers=1) as store:
@@ -206,7 +217,7 @@ async def pg_trial(
         problems.append(f"the killed writer's backends still run after {BACKENDS_GONE_SECONDS} s")
     begun: list[list[str]] = trial.values("begin")
     acked = {str(e): (int(s), int(g)) for group in trial.values("ack") for e, s, g in group}
-    snapshot = await trio.to_thread.run_sync(_snapshot, conninfo)
+    snapshot = await trio.to_thread.run_sync(snapshot_database, conninfo)
     problems += _check_trial(snapshot, begun, acked, prefix)
     started = {event_id for group in begun for event_id in group}
     retried: list[tuple[str, list[Event]]] = []
@@ -218,7 +229,7 @@ async def pg_trial(
     in_doubt = [op for op in retried if op[1][0].event_id not in acked]
     committed = sum(op[1][0].event_id in snapshot.events for op in in_doubt)
     problems += await _retry(conninfo, snapshot, retried)
-    after = await trio.to_thread.run_sync(_snapshot, conninfo)
+    after = await trio.to_thread.run_sync(snapshot_database, conninfo)
     problems += after.problems
     missing = [event_id for event_id in started if event_id not in after.events]
     if missing:
