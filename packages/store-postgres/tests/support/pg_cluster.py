@@ -128,8 +128,10 @@ def _own_cluster(binaries: Path) -> Generator[Cluster]:
 
 
 @contextlib.contextmanager
-def throwaway_cluster(binaries: Path) -> Generator[Cluster]:
+def throwaway_cluster(binaries: Path, *, fsync: bool = False) -> Generator[Cluster]:
     """A fresh cluster in a temporary folder (Unix socket only), stopped and removed on exit.
+
+    ``fsync`` is off unless asked for (the tests are about semantics; a benchmark may want it).
 
     Raises:
         ClusterError: ``initdb`` or ``pg_ctl start`` failed.
@@ -161,7 +163,8 @@ def throwaway_cluster(binaries: Path) -> Generator[Cluster]:
         if done.returncode != 0:
             raise ClusterError(f"initdb failed: {done.stderr.strip()}")
         # Only a Unix socket in the private folder; fsync off: these tests are about semantics.
-        options = f"-k {folder} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        durable = "on" if fsync else "off"
+        options = f"-k {folder} -c listen_addresses='' -c fsync={durable} -c max_connections=200"
         log_file = folder / "server.log"
 
         def control(arguments: list[str]) -> None:
