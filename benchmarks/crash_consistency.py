@@ -3,6 +3,7 @@
 Run by hand (it is not a test)::
 
     uv run python benchmarks/crash_consistency.py --trials 2000 [--seed N] [--targets kernel,server,store]
+    uv run python benchmarks/crash_consistency.py --targets postgres [--database-url postgresql://…]
 
 It drives the same trials as ``packages/kernel/tests/faults`` and
 ``services/agent-server/tests/faults`` (a pre-warmed zygote forks one grandchild per trial;
@@ -10,9 +11,14 @@ the grandchild is SIGKILLed after a seeded delay or kills itself at a seeded app
 effect; the file left behind is checked) with ``--trials`` kill points per target
 (``kernel`` runs MinimalAgentRuntime with FULL, ``kernel-legacy`` run_agent, ``kernel-normal``
 MinimalAgentRuntime with ``synchronous="NORMAL"``, ``server`` the agent server mid-prompt,
-``migration`` and ``checkpoint`` the store). It prints, per target, the trials, the kill
-points, how they were distributed over the workload, and every violation, then one JSON
-object. The exit status is 1 when any violation was found.
+``migration`` and ``checkpoint`` the store; ``postgres`` the PostgreSQL store's writer killed
+mid-batch, as ``packages/store-postgres/tests/test_crash_consistency.py`` does). It prints,
+per target, the trials, the kill points, how they were distributed over the workload, and
+every violation, then one JSON object. The exit status is 1 when any violation was found.
+
+``postgres`` is not in the default targets: it needs a PostgreSQL server. With
+``--database-url`` (a role with ``CREATEDB``) it creates its databases there; without, it
+starts a throwaway cluster from the installed server binaries (``initdb``/``pg_ctl``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import trio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "packages" / "kernel" / "tests"))
 sys.path.insert(0, str(ROOT / "services" / "agent-server" / "tests" / "faults"))
+sys.path.insert(0, str(ROOT / "packages" / "store-postgres" / "tests" / "support"))
 
 from faults.crash_harness import (  # noqa: E402
     DEFAULT_SEED,
@@ -56,8 +63,11 @@ from faults.kernel_crash_trials import (  # noqa: E402
     remove_database,
     run_kernel_target,
 )
+from pg_cluster import Cluster, server_binaries, throwaway_cluster  # noqa: E402
+from pg_crash_trials import PG_MODULES, PG_SUPPORT, run_postgres_target  # noqa: E402
 
 TARGETS = ("kernel", "kernel-legacy", "kernel-normal", "server", "migration", "checkpoint")
+OPTIONAL_TARGETS = ("postgres",)
 ServerTarget = Callable[..., Awaitable[None]]
 
 
@@ -145,7 +155,24 @@ async def _checkpoint(directory: Path, summary: Summary, rng: Any, trials: int) 
         await run_lanes(zygotes, summary, trials=trials, plan=plan, trial=one)
 
 
-async def run(targets: list[str], trials: int, seed: int) -> list[Summary]:
+async def _postgres(summary: Summary, rng: Any, trials: int, database_url: str | None) -> None:
+    if database_url is not None:
+        await _postgres_on(Cluster(database_url), summary, rng, trials)
+        return
+    binaries = server_binaries()
+    if binaries is None:
+        raise SystemExit("the postgres target needs --database-url or the PostgreSQL server binaries")
+    with throwaway_cluster(binaries) as cluster:
+        await _postgres_on(cluster, summary, rng, trials)
+
+
+async def _postgres_on(cluster: Cluster, summary: Summary, rng: Any, trials: int) -> None:
+    databases = [cluster.new_database() for _ in range(LANES)]
+    async with start_zygotes(LANES, [PG_SUPPORT], PG_MODULES) as zygotes:
+        await run_postgres_target(zygotes, databases, rng, summary, trials=trials)
+
+
+async def run(targets: list[str], trials: int, seed: int, database_url: str | None = None) -> list[Summary]:
     summaries: list[Summary] = []
     for target in targets:
         summary = Summary(target, seed)
@@ -154,7 +181,9 @@ async def run(targets: list[str], trials: int, seed: int) -> list[Summary]:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"crash-{target}-") as name:
             directory = Path(name)
-            if target == "kernel":
+            if target == "postgres":
+                await _postgres(summary, rng, trials, database_url)
+            elif target == "kernel":
                 await _kernel(directory, summary, rng, trials, workload="runtime", sync="FULL")
             elif target == "kernel-legacy":
                 await _kernel(directory, summary, rng, trials, workload="legacy", sync="FULL")
@@ -178,15 +207,22 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=2000, help="kill points per target (default 2000)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument(
-        "--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}"
+        "--targets",
+        default=",".join(TARGETS),
+        help=f"comma-separated, of {', '.join(TARGETS + OPTIONAL_TARGETS)} (default: all but postgres)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="the postgres target's server (a role with CREATEDB); default: a throwaway cluster",
     )
     options = parser.parse_args()
     targets = [name for name in options.targets.split(",") if name]
-    unknown = set(targets) - set(TARGETS)
+    unknown = set(targets) - set(TARGETS + OPTIONAL_TARGETS)
     if unknown or options.trials < 1:
         parser.error(f"unknown targets {sorted(unknown)}" if unknown else "--trials must be >= 1")
     print(f"crash consistency: seed={options.seed} trials={options.trials} targets={','.join(targets)}")
-    summaries = trio.run(run, targets, options.trials, options.seed)
+    summaries = trio.run(run, targets, options.trials, options.seed, options.database_url)
     report = {
         "machine": platform.machine(),
         "python": platform.python_version(),

@@ -1,7 +1,10 @@
 """What the durable event store costs over raw SQLite commits, and the event codec's speed.
 
 Run by hand (it is not a test): ``uv run python benchmarks/event_store.py [--events N]
-[--sweep 1,8,64,256] [--sweep-events N]``.
+[--sweep 1,8,64,256] [--sweep-events N]``. ``--store postgres [--database-url URL]
+[--fsync on|off]`` measures the PostgreSQL store instead (``_event_store_postgres.py``: raw
+psycopg single-statement commits against appends with 1, 8 and 64 concurrent writers); the
+default, ``--store sqlite``, is what follows.
 
 In one run, on the same machine and disk (a fresh temporary directory per measurement):
 
@@ -256,8 +259,23 @@ def main() -> None:
         default=2048,
         help="appends per sweep level in all, split evenly between its writers (at least 1 each)",
     )
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        help="postgres: the server (a role with CREATEDB); default: a throwaway cluster",
+    )
+    parser.add_argument(
+        "--fsync",
+        choices=("on", "off"),
+        default="on",
+        help="postgres: the throwaway cluster's fsync (default on)",
+    )
     arguments = parser.parse_args()
     count: int = arguments.events
+    if arguments.store == "postgres":
+        _postgres(arguments)
+        return
     events = [realistic_event(i) for i in range(count)]
     payload = serialize_event(events[0]).decode()
 
@@ -367,6 +385,23 @@ def main() -> None:
         "target_ratio": TARGET_RATIO,
     }
     print(json.dumps(report, sort_keys=True))
+
+
+def _postgres(arguments: argparse.Namespace) -> None:
+    # Imported only here: the SQLite run needs no PostgreSQL driver.
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _event_store_postgres import run_postgres  # noqa: PLC0415 - the SQLite run imports no driver
+
+    sweep: list[int] = [1, 8, 64] if arguments.sweep == [1, 8, 64, 256] else arguments.sweep
+    total: int = arguments.sweep_events
+    run_postgres(
+        database_url=arguments.database_url,
+        fsync=arguments.fsync == "on",
+        rows=arguments.events,
+        sweep=sweep,
+        sweep_events=total,
+        events=[realistic_event(i) for i in range(max(total, *sweep))],
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from faults.crash_harness import SUMMARIES
 from pg_cluster import Cluster, session_cluster
 
 
@@ -18,3 +19,13 @@ def postgres() -> Iterator[Cluster]:
 def new_database(postgres: Cluster) -> Callable[[], str]:
     """Creates a fresh, empty database on each call; its connection string."""
     return postgres.new_database
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The crash target's seed, kill points, their distribution and violations (as the kernel's)."""
+    summaries = [summary for summary in SUMMARIES if summary.target.startswith("postgres")]
+    if summaries:
+        terminalreporter.section("postgres crash consistency (HARNESS_FAULT_SEED, HARNESS_FAULT_TRIALS)")
+        for summary in summaries:
+            for line in summary.lines():
+                terminalreporter.write_line(line)

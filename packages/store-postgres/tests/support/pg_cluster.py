@@ -5,7 +5,9 @@ fresh temporary folder, a server listening only on a Unix socket in that folder 
 run as ``nobody`` when the tests run as root (PostgreSQL refuses root). With
 ``HARNESS_TEST_DATABASE_URL`` that server is used instead (its role needs ``CREATEDB``).
 Each test gets fresh databases. With ``HARNESS_REQUIRE_POSTGRES=1`` (CI) a missing server
-is a failure, not a skip.
+is a failure, not a skip. A cluster started here can also be restarted (``pg_ctl restart -m
+fast``, the connection-fault tests); one given by URL cannot. ``throwaway_cluster`` is the
+same cluster for scripts (``benchmarks/``), without pytest.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import NoReturn
 
@@ -57,13 +59,36 @@ def _version_key(folder: str) -> tuple[int, ...]:
     return tuple(int(part) for part in name.split(".") if part.isdigit())
 
 
-class Cluster:
-    """A PostgreSQL server the tests may create databases in."""
+class ClusterError(RuntimeError):
+    """The throwaway cluster could not be created, started or restarted."""
 
-    def __init__(self, admin_conninfo: str) -> None:
+
+class Cluster:
+    """A PostgreSQL server the tests may create databases in (restartable when started here)."""
+
+    def __init__(self, admin_conninfo: str, *, control: Callable[[list[str]], None] | None = None) -> None:
         self.admin_conninfo = admin_conninfo
         self._names = itertools.count()
         self._prefix = f"harness_test_{secrets.token_hex(4)}"
+        self._control = control
+
+    @property
+    def restartable(self) -> bool:
+        """Whether :meth:`restart` can run: the cluster was started here, not given by URL."""
+        return self._control is not None
+
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m MODE``, blocking until the server accepts connections again.
+
+        ``fast`` ends every session (open transactions roll back) after a shutdown checkpoint;
+        ``immediate`` is a server crash, recovered from the WAL at start.
+
+        Raises:
+            ClusterError: the cluster was given by URL, or ``pg_ctl`` failed.
+        """
+        if self._control is None:
+            raise ClusterError("only a cluster started by these tests can be restarted")
+        self._control(["-m", mode, "-w", "-t", "60", "restart"])
 
     def conninfo(self, dbname: str) -> str:
         """The connection string of database ``dbname`` on this server."""
@@ -88,8 +113,29 @@ def _run_as(user: str | None, command: list[str]) -> subprocess.CompletedProcess
     return subprocess.run(prefix + command, capture_output=True, text=True, check=False, timeout=120)
 
 
+def server_binaries() -> Path | None:
+    """The folder of the newest installed server's ``initdb``, ``pg_ctl`` and ``postgres``, if any."""
+    return _server_bin()
+
+
 @contextlib.contextmanager
 def _own_cluster(binaries: Path) -> Generator[Cluster]:
+    try:
+        with throwaway_cluster(binaries) as cluster:
+            yield cluster
+    except ClusterError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+@contextlib.contextmanager
+def throwaway_cluster(binaries: Path, *, fsync: bool = False) -> Generator[Cluster]:
+    """A fresh cluster in a temporary folder (Unix socket only), stopped and removed on exit.
+
+    ``fsync`` is off unless asked for (the tests are about semantics; a benchmark may want it).
+
+    Raises:
+        ClusterError: ``initdb`` or ``pg_ctl start`` failed.
+    """
     user = None
     folder = Path(tempfile.mkdtemp(prefix="harness-pg-"))
     try:
@@ -115,34 +161,24 @@ def _own_cluster(binaries: Path) -> Generator[Cluster]:
             ],
         )
         if done.returncode != 0:
-            pytest.fail(f"initdb failed: {done.stderr.strip()}", pytrace=False)
+            raise ClusterError(f"initdb failed: {done.stderr.strip()}")
         # Only a Unix socket in the private folder; fsync off: these tests are about semantics.
-        options = f"-k {folder} -c listen_addresses='' -c fsync=off -c max_connections=200"
-        done = _run_as(
-            user,
-            [
-                str(binaries / "pg_ctl"),
-                "-D",
-                str(data),
-                "-l",
-                str(folder / "server.log"),
-                "-o",
-                options,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        )
-        if done.returncode != 0:
-            log = (
-                (folder / "server.log").read_text(errors="replace")
-                if (folder / "server.log").exists()
-                else ""
-            )
-            pytest.fail(f"pg_ctl start failed: {done.stderr.strip()} {log[-2000:]}", pytrace=False)
+        durable = "on" if fsync else "off"
+        options = f"-k {folder} -c listen_addresses='' -c fsync={durable} -c max_connections=200"
+        log_file = folder / "server.log"
+
+        def control(arguments: list[str]) -> None:
+            # restart keeps the options of the last start (postmaster.opts); they are given
+            # again anyway so that a restart never depends on that file.
+            command = [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log_file), "-o", options]
+            done = _run_as(user, command + arguments)
+            if done.returncode != 0:
+                log = log_file.read_text(errors="replace") if log_file.exists() else ""
+                raise ClusterError(f"pg_ctl {arguments[-1]} failed: {done.stderr.strip()} {log[-2000:]}")
+
+        control(["-w", "-t", "60", "start"])
         try:
-            yield Cluster(make_conninfo(host=str(folder), user="harness", dbname="postgres"))
+            yield Cluster(make_conninfo(host=str(folder), user="harness", dbname="postgres"), control=control)
         finally:
             _run_as(user, [str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"])
     finally:
