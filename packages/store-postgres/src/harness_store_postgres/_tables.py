@@ -156,12 +156,13 @@ class PostgresTables:
             raise SessionStoreError(SESS_INVALID_RECORD, "an event can only be inserted by a write")
         global_seq = self._sequence.take()
         session_id, seq, event_id, at, actor, event_type, payload = columns
+        # One round trip for both: a data-modifying WITH runs exactly once, and a failing
+        # insert (a duplicate key) fails the whole statement, the update with it.
         self._connection.execute(
-            f"INSERT INTO harness_events({EVENT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            (session_id, seq, global_seq, event_id, at, actor, event_type, payload),
-        )
-        self._connection.execute(
-            "UPDATE harness_sessions SET next_seq = %s WHERE session_id = %s", (seq + 1, session_id)
+            f"WITH inserted AS (INSERT INTO harness_events({EVENT_COLUMNS})"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s))"
+            " UPDATE harness_sessions SET next_seq = %s WHERE session_id = %s",
+            (session_id, seq, global_seq, event_id, at, actor, event_type, payload, seq + 1, session_id),
         )
         return global_seq
 
