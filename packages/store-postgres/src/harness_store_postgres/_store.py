@@ -143,9 +143,8 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: 
     """
     sequence = GlobalSequence(connection)
     tables = PostgresTables(connection, sequence)
-    connection.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
     try:
-        sequence.lock()
+        sequence.begin_and_lock()
         if len(batch) == 1:
             try:
                 value = batch[0].work(tables)
@@ -154,9 +153,9 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: 
             outcomes: list[tuple[Job[Any], bool, object]] = [(batch[0], True, value)]
         else:
             outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
-        sequence.flush()
+        # From here the outcome is unknown if the connection breaks: the COMMIT is on its way.
         progress.committing = True
-        connection.execute("COMMIT")
+        sequence.flush_and_commit()
     except BaseException:
         _rollback(connection)
         raise

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Final, LiteralString
 
 import psycopg
+from psycopg import sql
 
 from harness_kernel.store import SESS_INVALID_RECORD, SessionStoreError
 from harness_store_postgres._seam import (
@@ -46,9 +47,17 @@ class GlobalSequence:
         self._next = 0
         self._stored = 0
 
-    def lock(self) -> None:
-        """Lock the row and read the count (the first statement of a write transaction)."""
-        row = self._connection.execute(_NEXT_GLOBAL + " FOR UPDATE").fetchone()
+    def begin_and_lock(self) -> None:
+        """Begin the write transaction, lock the row and read the count: one round trip.
+
+        Without parameters psycopg sends the two statements as one simple query and keeps a
+        result for each.
+        """
+        cursor = self._connection.execute(
+            "BEGIN ISOLATION LEVEL READ COMMITTED; " + _NEXT_GLOBAL + " FOR UPDATE"
+        )
+        cursor.nextset()  # past BEGIN's result to the SELECT's
+        row = cursor.fetchone()
         value: object = None if row is None else row[0]
         if type(value) is not int or value < 0:
             raise SessionStoreError(
@@ -70,13 +79,18 @@ class GlobalSequence:
         """Forget the numbers taken since ``mark``: their inserts were rolled back."""
         self._next = mark
 
-    def flush(self) -> None:
-        """Write the count back if this transaction used any number."""
-        if self._next != self._stored:
-            self._connection.execute(
-                "UPDATE harness_meta SET value = %s WHERE key = 'next_global_seq'", (self._next,)
-            )
-            self._stored = self._next
+    def flush_and_commit(self) -> None:
+        """Write the count back if this transaction used any number, and ``COMMIT``: one round trip.
+
+        The count is an ``int`` this object computed, composed as a literal, so the update and
+        the ``COMMIT`` travel as one simple query.
+        """
+        if self._next == self._stored:
+            self._connection.execute("COMMIT")
+            return
+        update = sql.SQL("UPDATE harness_meta SET value = {} WHERE key = 'next_global_seq'; COMMIT")
+        self._connection.execute(update.format(sql.Literal(self._next)))
+        self._stored = self._next
 
 
 class PostgresTables:

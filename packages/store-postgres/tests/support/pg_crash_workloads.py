@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import psycopg
 import trio
+from psycopg import sql
 
 from harness_kernel.events import Event, create_event
 from harness_store_postgres import PostgresSessionStore
@@ -115,14 +116,17 @@ def _watch_commits(kill: _SelfKill, drop_every: int | None) -> threading.Event:
     armed = threading.Event()
 
     def execute(self: psycopg.Connection[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        # A write ends with "COMMIT" alone or with the global sequence's update before it.
         text = query if isinstance(query, str) else ""
-        committing = text == "COMMIT" and id(self) in writing
+        if isinstance(query, sql.Composable):
+            text = query.as_string(self)
+        committing = text.endswith("COMMIT") and id(self) in writing
         if committing:
             writing.discard(id(self))
             kill.passing("before-commit")
             commits[0] += armed.is_set()
             if drop_every is not None and armed.is_set() and commits[0] % drop_every == 0:
-                query = "ROLLBACK"
+                query = text.removesuffix("COMMIT") + "ROLLBACK"
         elif "harness_meta" in text and text.endswith("FOR UPDATE"):
             writing.add(id(self))
         cursor = original(self, query, *args, **kwargs)
