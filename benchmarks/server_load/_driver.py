@@ -99,7 +99,7 @@ async def _processes_passes(
     if "postgres" in arguments.store:
         with levels_database(arguments.database_url) as database:
             for replicas in arguments.replicas:
-                store = LevelsStore("postgres", replicas, database)
+                store = LevelsStore(replicas, database)
                 passes[store.key] = await phase_levels_processes(directory, arguments, verdicts, store)
     return passes
 

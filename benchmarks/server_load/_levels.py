@@ -45,7 +45,6 @@ RSS_TARGET_SESSIONS: Final = 500
 class LevelsStore:
     """The store of a pass of levels: SQLite (one server), or PostgreSQL shared by ``replicas`` servers."""
 
-    name: str = "sqlite"
     replicas: int = 1
     database: Database | None = None
     """The PostgreSQL server (``None`` for SQLite)."""
