@@ -27,7 +27,7 @@ import trio
 
 from ._flame import flame_graph
 from ._measure import cpu_seconds, percentile, reset_peak_rss, vm_hwm_kib
-from ._postgres import Database
+from ._postgres import Database, sampled_waits
 from ._server import POSTGRES, SIGTERM_SECONDS, server_process
 from ._sessions import LevelResult, print_level, run_level
 from ._verdicts import Verdicts
@@ -74,8 +74,8 @@ class LevelHost:
     """CPU time of the client worker processes so far (``None`` in-process: they share the server's)."""
     label: str = ""
     """How verdicts name the store beside the mode (empty for SQLite)."""
-    database_cpu: Callable[[], float | None] | None = None
-    """CPU time of the PostgreSQL cluster's processes so far (``None`` for SQLite or a server not ours)."""
+    database: Database | None = None
+    """The PostgreSQL server of the pass (``None`` for SQLite): its CPU and wait events are read."""
 
     @property
     def name(self) -> str:
@@ -138,7 +138,7 @@ async def phase_levels_processes(
                 level,
                 workers.cpu_seconds,
                 label=store.label,
-                database_cpu=None if database is None else database.cpu_seconds,
+                database=database,
             )
             async with _server_profile(first.stdin, replies, arguments) as profiled:
                 report = await _run_levels(host, arguments, verdicts)
@@ -228,8 +228,12 @@ async def _run_level_measured(host: LevelHost, count: int, rounds: int) -> tuple
         reset_peak_rss(pid)
     server_cpu = [cpu_seconds(pid) for pid in host.server_pids]
     client_cpu = host.client_cpu() if host.client_cpu else None
-    database_cpu = host.database_cpu() if host.database_cpu else None
-    level = await host.run_level(count, rounds)
+    database_cpu = host.database.cpu_seconds() if host.database else None
+    async with AsyncExitStack() as stack:
+        waits = None
+        if host.database is not None:  # its own 50 ms query is in PostgreSQL's CPU, a small part
+            waits = await stack.enter_async_context(sampled_waits(host.database))
+        level = await host.run_level(count, rounds)
     each = [
         {"peak_rss_mib": vm_hwm_kib(pid) / 1024, "cpu_seconds": round(cpu_seconds(pid) - before, 3)}
         for pid, before in zip(host.server_pids, server_cpu, strict=True)
@@ -240,8 +244,10 @@ async def _run_level_measured(host: LevelHost, count: int, rounds: int) -> tuple
     }
     if host.client_cpu and client_cpu is not None:
         figures["client_cpu_seconds"] = round(host.client_cpu() - client_cpu, 3)
-    if host.database_cpu and database_cpu is not None and (after := host.database_cpu()) is not None:
+    if host.database and database_cpu is not None and (after := host.database.cpu_seconds()) is not None:
         figures["postgres_cpu_seconds"] = round(after - database_cpu, 3)
+    if waits is not None:
+        figures["postgres_busy_backends"] = waits.mean_backends()
     if len(each) > 1:
         figures["replicas"] = each
     print_level(f"level {count}", level)
@@ -269,6 +275,9 @@ def _print_figures(host: LevelHost, level: LevelResult, figures: dict[str, Any])
         seconds = figures["postgres_cpu_seconds"]
         line += f"; PostgreSQL: CPU {seconds:.2f} s ({busy(seconds)} of one core)"
     print(line, flush=True)
+    if (waits := figures.get("postgres_busy_backends")) is not None:
+        shown = ", ".join(f"{name} {mean:.2f}" for name, mean in waits.items()) or "none"
+        print(f"      PostgreSQL busy backends, mean of 50 ms samples: {shown}", flush=True)
     for number, replica in enumerate(figures.get("replicas", [])):
         print(
             f"      replica {number}: peak RSS {replica['peak_rss_mib']:.1f} MiB,"

@@ -7,7 +7,9 @@ benchmark runs as root, since PostgreSQL refuses root), but with durable commits
 meant to be those of a real deployment, not of the tests' ``fsync=off``. Its settings are
 printed. Each pass of levels gets a fresh database, so one pass's rows do not slow the next.
 The cluster's CPU time is the postmaster's own, the time of the backends it has already reaped
-(``cutime``/``cstime``) and that of its live children, all read from ``/proc``.
+(``cutime``/``cstime``) and that of its live children, all read from ``/proc``. While a level
+runs, ``pg_stat_activity`` is sampled every 50 ms: how many backends were running, waiting for a
+lock, for the WAL's flush, or mid-transaction for the server's next statement.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Generator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import AsyncGenerator, Generator
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote
 
 import psycopg
+import trio
 from psycopg import sql
 
 SETTINGS: Final = (
@@ -100,6 +105,8 @@ class Database:
         self.postmaster = postmaster
         """The cluster's postmaster (``None`` for a server given by URL: its CPU is not ours to read)."""
         self.owned = owned
+        self.current: str | None = None
+        """The database of the pass under way (``None``: the given database itself)."""
         self._names = itertools.count()
 
     def settings(self) -> dict[str, str]:
@@ -116,6 +123,7 @@ class Database:
             connection.execute(
                 sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8'").format(sql.Identifier(name))
             )
+        self.current = name
         return self.admin_url.replace("/postgres?", f"/{quote(name)}?", 1)
 
     def cpu_seconds(self) -> float | None:
@@ -200,3 +208,63 @@ def levels_database(database_url: str | None) -> Generator[Database]:
 def _print_settings(database: Database) -> None:
     settings = database.settings()
     print(f"  settings: {', '.join(f'{name}={value}' for name, value in settings.items())}", flush=True)
+
+
+WAIT_SAMPLE_SECONDS: Final = 0.05
+_ACTIVITY: Final = """
+SELECT state, wait_event_type, wait_event FROM pg_stat_activity
+WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state <> 'idle'
+  AND datname = coalesce(%s, current_database())
+"""
+
+
+class WaitSampler:
+    """What the cluster's busy client backends were doing, from ``pg_stat_activity`` samples.
+
+    Idle backends (a pool's spare connections, waiting for their next transaction) are left
+    out; ``idle in transaction`` is a backend mid-transaction waiting for its client's next
+    statement, so a round trip through the server's store thread.
+    """
+
+    def __init__(self) -> None:
+        self.samples = 0
+        self.counts: Counter[str] = Counter()
+
+    def add(self, rows: list[tuple[object, object, object]]) -> None:
+        """One sample: each busy backend under its state and wait event."""
+        self.samples += 1
+        for state, kind, event in rows:
+            if state == "active":
+                self.counts["running" if kind is None else f"{kind}:{event}"] += 1
+            else:
+                self.counts[str(state)] += 1
+
+    def mean_backends(self) -> dict[str, float]:
+        """Per state or wait event, how many backends were in it on average (most first)."""
+        if not self.samples:
+            return {}
+        return {name: round(count / self.samples, 2) for name, count in self.counts.most_common()}
+
+
+@asynccontextmanager
+async def sampled_waits(database: Database) -> AsyncGenerator[WaitSampler]:
+    """Sample the busy backends of the pass's database every 50 ms while the block runs."""
+    sampler = WaitSampler()
+    connection = await trio.to_thread.run_sync(partial(psycopg.connect, database.admin_url, autocommit=True))
+
+    def sample() -> list[tuple[object, object, object]]:
+        rows = connection.execute(_ACTIVITY, (database.current,)).fetchall()
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def keep_sampling() -> None:
+        while True:
+            sampler.add(await trio.to_thread.run_sync(sample))
+            await trio.sleep(WAIT_SAMPLE_SECONDS)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(keep_sampling)
+            yield sampler
+            nursery.cancel_scope.cancel()
+    finally:
+        connection.close()
