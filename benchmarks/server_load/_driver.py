@@ -33,7 +33,6 @@ from ._levels import (
 )
 from ._levels_server import serve_levels
 from ._mixed import phase_mixed
-from ._postgres import levels_database
 from ._profile import profiled_levels
 from ._server import levels_config
 from ._sigterm import phase_sigterm
@@ -97,6 +96,9 @@ async def _processes_passes(
     if "sqlite" in arguments.store:
         passes["processes"] = await phase_levels_processes(directory, arguments, verdicts)
     if "postgres" in arguments.store:
+        # psycopg and pg_cluster (which imports pytest) only when asked for
+        from ._postgres import levels_database  # noqa: PLC0415
+
         with levels_database(arguments.database_url) as database:
             for replicas in arguments.replicas:
                 store = LevelsStore(replicas, database)

@@ -21,17 +21,19 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
 from ._flame import flame_graph
 from ._measure import cpu_seconds, percentile, reset_peak_rss, vm_hwm_kib
-from ._postgres import Database, sampled_waits
 from ._server import POSTGRES, SIGTERM_SECONDS, server_process
 from ._sessions import LevelResult, print_level, run_level
 from ._verdicts import Verdicts
 from ._workers import ClientWorkers, LineReader, client_workers
+
+if TYPE_CHECKING:  # psycopg stays out of the levels' servers and the default run
+    from ._postgres import Database
 
 RSS_BOUND_MIB: Final = 512
 # Issue #21's targets for the server: (sessions, at least sessions/s, at most p99 ms).
@@ -169,7 +171,7 @@ async def _start_replicas(
     def replica_entry(_db: Path) -> list[str]:
         return ["--serve-levels", str(directory), POSTGRES, str(connections), str(sessions)]
 
-    url = await trio.to_thread.run_sync(store.database.fresh_database, f"replicas_{store.replicas}")
+    url = await trio.to_thread.run_sync(store.database.fresh_database)
     environment = {"HARNESS_DATABASE_URL": url}
     # One after another: the first migrates the fresh database before the next one opens it.
     started: list[tuple[trio.Process, str, Path]] = []
@@ -232,7 +234,7 @@ async def _run_level_measured(host: LevelHost, count: int, rounds: int) -> tuple
     async with AsyncExitStack() as stack:
         waits = None
         if host.database is not None:  # its own 50 ms query is in PostgreSQL's CPU, a small part
-            waits = await stack.enter_async_context(sampled_waits(host.database))
+            waits = await stack.enter_async_context(host.database.sampled_waits())
         level = await host.run_level(count, rounds)
     each = [
         {"peak_rss_mib": vm_hwm_kib(pid) / 1024, "cpu_seconds": round(cpu_seconds(pid) - before, 3)}

@@ -1,29 +1,28 @@
 """The levels' PostgreSQL: a throwaway cluster of the benchmark's own, or ``--database-url``.
 
-The cluster is started the way the store tests start theirs (``initdb`` into a fresh
+The cluster is the store tests' ``pg_cluster.throwaway_cluster`` (``initdb`` into a fresh
 temporary folder, a server listening only on a Unix socket there, run as ``nobody`` when the
-benchmark runs as root, since PostgreSQL refuses root), but with durable commits: ``fsync``,
-``synchronous_commit`` and ``full_page_writes`` keep their defaults, because the figures are
-meant to be those of a real deployment, not of the tests' ``fsync=off``. Its settings are
+benchmark runs as root, since PostgreSQL refuses root), started with ``fsync=True``: the
+figures are meant to be those of durable commits, not of the tests' ``fsync=off``
+(``synchronous_commit`` and ``full_page_writes`` keep their defaults). Its settings are
 printed. Each pass of levels gets a fresh database, so one pass's rows do not slow the next.
 The cluster's CPU time is the postmaster's own, the time of the backends it has already reaped
 (``cutime``/``cstime``) and that of its live children, all read from ``/proc``. While a level
 runs, ``pg_stat_activity`` is sampled every 50 ms: how many backends were running, waiting for a
 lock, for the WAL's flush, or mid-transaction for the server's next statement.
+
+Only the driver imports this module, and only with ``--store postgres``: psycopg and
+``pg_cluster`` (which imports pytest) stay out of the levels' servers, the client workers and
+the default run.
 """
 
 from __future__ import annotations
 
-import glob
-import itertools
 import os
-import pwd
-import shutil
-import subprocess
-import tempfile
+import sys
 from collections import Counter
 from collections.abc import AsyncGenerator, Generator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -32,6 +31,11 @@ from urllib.parse import quote
 import psycopg
 import trio
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packages/store-postgres/tests/support"))
+
+from pg_cluster import Cluster, server_binaries, throwaway_cluster
 
 SETTINGS: Final = (
     "server_version",
@@ -43,24 +47,6 @@ SETTINGS: Final = (
     "shared_buffers",
     "max_connections",
 )
-USER: Final = "harness"
-
-
-def server_binaries() -> Path | None:
-    """The folder of the newest installed server's ``initdb``, ``pg_ctl`` and ``postgres``."""
-    folders = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=_version_key, reverse=True)
-    for folder in folders:
-        if all(os.access(Path(folder, name), os.X_OK) for name in ("initdb", "pg_ctl", "postgres")):
-            return Path(folder)
-    initdb = shutil.which("initdb")
-    if initdb is None:
-        return None
-    folder = Path(initdb).resolve().parent
-    return folder if (folder / "pg_ctl").exists() and (folder / "postgres").exists() else None
-
-
-def _version_key(folder: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in Path(folder).parent.name.split(".") if part.isdigit())
 
 
 def _clock_ticks(fields: list[str], first: int, last: int) -> int:
@@ -97,38 +83,51 @@ def process_tree_cpu_seconds(root: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def _url(conninfo: str) -> str:
+    """The ``postgresql://`` URL of a keyword/value connection string (a Unix-socket host)."""
+    parts = conninfo_to_dict(conninfo)
+    user, host, dbname = str(parts["user"]), str(parts["host"]), str(parts["dbname"])
+    return f"postgresql://{quote(user)}@/{quote(dbname)}?host={quote(host, safe='')}"
+
+
 class Database:
     """Where the levels' replicas store their sessions: a server and how to make databases on it."""
 
-    def __init__(self, admin_url: str, postmaster: int | None, *, owned: bool) -> None:
-        self.admin_url = admin_url
-        self.postmaster = postmaster
-        """The cluster's postmaster (``None`` for a server given by URL: its CPU is not ours to read)."""
-        self.owned = owned
+    def __init__(self, admin: str, cluster: Cluster | None = None) -> None:
+        self.admin = admin
+        """A connection string for the server's maintenance database (or the given database)."""
+        self.cluster = cluster
+        """The throwaway cluster (``None`` for a server given by URL: every pass shares it)."""
         self.current: str | None = None
         """The database of the pass under way (``None``: the given database itself)."""
-        self._names = itertools.count()
+        self.postmaster: int | None = None
+        """The cluster's postmaster (``None`` for a server given by URL: its CPU is not ours to read)."""
+        if cluster is not None:
+            with psycopg.connect(admin, autocommit=True) as connection:
+                row = connection.execute("SELECT pg_backend_pid()").fetchone()
+            fields = _stat_fields(str(row[0])) if row is not None else None
+            self.postmaster = int(fields[1]) if fields is not None else None  # the backend's parent
 
     def settings(self) -> dict[str, str]:
         """The server settings that bound a commit's cost, as ``SHOW`` reports them."""
-        with psycopg.connect(self.admin_url, autocommit=True) as connection:
+        with psycopg.connect(self.admin, autocommit=True) as connection:
             return {name: str(_show(connection, name)) for name in SETTINGS}
 
-    def fresh_database(self, label: str) -> str:
-        """A new empty database for one pass (the given one itself when the server is not ours)."""
-        if not self.owned:
-            return self.admin_url
-        name = f"levels_{next(self._names)}_{label}"
-        with psycopg.connect(self.admin_url, autocommit=True) as connection:
-            connection.execute(
-                sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8'").format(sql.Identifier(name))
-            )
-        self.current = name
-        return self.admin_url.replace("/postgres?", f"/{quote(name)}?", 1)
+    def fresh_database(self) -> str:
+        """A new empty database for one pass, as a URL (the given one itself when not ours)."""
+        if self.cluster is None:
+            return self.admin
+        conninfo = self.cluster.new_database()
+        self.current = str(conninfo_to_dict(conninfo)["dbname"])
+        return _url(conninfo)
 
     def cpu_seconds(self) -> float | None:
         """CPU time of the cluster's processes so far (``None`` when it is not ours)."""
         return None if self.postmaster is None else process_tree_cpu_seconds(self.postmaster)
+
+    def sampled_waits(self) -> AbstractAsyncContextManager[WaitSampler]:
+        """What the pass's busy backends do, sampled every 50 ms while the block runs."""
+        return sampled_waits(self)
 
 
 def _show(connection: psycopg.Connection[tuple[object, ...]], name: str) -> object:
@@ -136,71 +135,29 @@ def _show(connection: psycopg.Connection[tuple[object, ...]], name: str) -> obje
     return row[0] if row is not None else "?"
 
 
-def _run_as(user: str | None, command: list[str]) -> subprocess.CompletedProcess[str]:
-    prefix = [] if user is None else ["runuser", "-u", user, "--"]
-    return subprocess.run(prefix + command, capture_output=True, text=True, check=False, timeout=120)
-
-
-def _start(binaries: Path, folder: Path, user: str | None) -> None:
-    """``initdb`` and ``pg_ctl start`` into ``folder``: a Unix socket there only, durable commits."""
-    data = folder / "data"
-    initdb = [str(binaries / "initdb"), "-D", str(data), "-U", USER, "-A", "trust", "-E", "UTF8"]
-    done = _run_as(user, [*initdb, "--no-locale"])
-    if done.returncode != 0:
-        raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
-    # No TCP; fsync and synchronous_commit stay on (their defaults): every commit is durable.
-    options = f"-k {folder} -c listen_addresses=''"
-    log = folder / "server.log"
-    start = [str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options]
-    done = _run_as(user, [*start, "-w", "-t", "60", "start"])
-    if done.returncode != 0:
-        tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-        raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} {tail}")
-
-
 @contextmanager
-def throwaway_cluster() -> Generator[Database]:
-    """A PostgreSQL cluster of the benchmark's own, stopped and deleted on the way out.
+def levels_database(database_url: str | None) -> Generator[Database]:
+    """The server given by ``database_url``, else a throwaway cluster with fsync on; settings printed.
 
     Raises:
-        RuntimeError: no server binaries, or ``initdb`` or ``pg_ctl`` failed.
+        RuntimeError: no URL and no PostgreSQL server binaries.
     """
+    if database_url is not None:
+        database = Database(database_url)
+        print("PostgreSQL: the server at --database-url (every pass shares its database)", flush=True)
+        _print_settings(database)
+        yield database
+        return
     binaries = server_binaries()
     if binaries is None:
         raise RuntimeError(
             "--store postgres: no PostgreSQL server binaries (initdb, pg_ctl): install postgresql"
             " or give --database-url postgresql://…"
         )
-    user = None
-    folder = Path(tempfile.mkdtemp(prefix="harness-bench-pg-"))
-    try:
-        if os.geteuid() == 0:
-            user = "nobody"
-            entry = pwd.getpwnam(user)
-            os.chown(folder, entry.pw_uid, entry.pw_gid)
-        _start(binaries, folder, user)
-        try:
-            postmaster = int((folder / "data" / "postmaster.pid").read_text().split()[0])
-            admin = f"postgresql://{USER}@/postgres?host={quote(str(folder), safe='')}"
-            yield Database(admin, postmaster, owned=True)
-        finally:
-            _run_as(user, [str(binaries / "pg_ctl"), "-D", str(folder / "data"), "-m", "fast", "-w", "stop"])
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def levels_database(database_url: str | None) -> Generator[Database]:
-    """The server given by ``database_url``, else a throwaway cluster; its settings printed."""
-    if database_url is not None:
-        database = Database(database_url, None, owned=False)
-        print("PostgreSQL: the server at --database-url (every pass shares its database)", flush=True)
-        _print_settings(database)
-        yield database
-        return
-    with throwaway_cluster() as database:
-        where = f"postmaster {database.postmaster}, Unix socket only"
-        print(f"PostgreSQL: a throwaway cluster, {where}", flush=True)
+    with throwaway_cluster(binaries, fsync=True) as cluster:
+        database = Database(cluster.admin_conninfo, cluster)
+        where = f"{binaries.parent.name}, postmaster {database.postmaster}, Unix socket only"
+        print(f"PostgreSQL: a throwaway cluster ({where})", flush=True)
         _print_settings(database)
         yield database
 
@@ -250,7 +207,7 @@ class WaitSampler:
 async def sampled_waits(database: Database) -> AsyncGenerator[WaitSampler]:
     """Sample the busy backends of the pass's database every 50 ms while the block runs."""
     sampler = WaitSampler()
-    connection = await trio.to_thread.run_sync(partial(psycopg.connect, database.admin_url, autocommit=True))
+    connection = await trio.to_thread.run_sync(partial(psycopg.connect, database.admin, autocommit=True))
 
     def sample() -> list[tuple[object, object, object]]:
         rows = connection.execute(_ACTIVITY, (database.current,)).fetchall()
