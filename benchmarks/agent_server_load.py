@@ -11,9 +11,15 @@ with ``--quick``, unless ``--levels`` says otherwise) with the server under cPro
 the sorted profile (pstats text: top 60 by cumulative time, by own time, and the project's code
 by own time) to PATH; with the clients in processes the profile is the server's alone.
 ``--flame PATH`` samples the levels' server subprocess with py-spy (on PATH; not a project
-dependency) and writes its flame graph. Loopback only; every phase is bounded by ``--timeout``
-seconds and the script stops by itself. It exits 1 when an expectation fails; issue #21's
-figures for the server are printed as targets, met or missed, and never fail the run.
+dependency) and writes its flame graph. ``--store postgres`` (with ``--clients processes``)
+runs the levels against ``--replicas N`` server subprocesses (default 1) sharing one
+PostgreSQL database, a throwaway cluster started here with durable commits (or
+``--database-url``), each session on one replica, round robin; per level it adds each
+replica's CPU and peak RSS and the cluster's CPU. ``--store sqlite,postgres --replicas 1,2``
+runs one pass per store and count in one invocation, SQLite first, and compares them.
+Loopback only; every phase is bounded by ``--timeout`` seconds and the script stops by itself.
+It exits 1 when an expectation fails; issue #21's figures for the server are printed as
+targets, met or missed, and never fail the run.
 
 Phases:
 

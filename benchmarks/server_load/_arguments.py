@@ -11,6 +11,7 @@ from ._flame import py_spy
 
 PHASES: Final = ("idle", "levels", "mixed", "tasks", "stalled", "flood", "cycles", "sigterm")
 CLIENT_MODES: Final = ("processes", "in-process")
+STORES: Final = ("sqlite", "postgres")
 
 
 def _choices(allowed: tuple[str, ...]) -> Callable[[str], list[str]]:
@@ -31,6 +32,14 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text}: at least 1")
     return value
+
+
+def _counts(text: str) -> list[int]:
+    """A comma-separated list of positive counts, each once, in ascending order."""
+    try:
+        return sorted({_positive(part) for part in text.split(",") if part.strip()})
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
 
 
 def _output_path(parser: argparse.ArgumentParser, option: str, value: str | None) -> str | None:
@@ -78,6 +87,28 @@ def _parser(description: str | None) -> argparse.ArgumentParser:
         help="client worker processes for --clients processes (default 1: one core for the"
         " server, one for the clients, on a two-core machine)",
     )
+    parser.add_argument(
+        "--store",
+        type=_choices(STORES),
+        default=["sqlite"],
+        help="the levels' store, with --clients processes: 'sqlite' (one server, a file), 'postgres'"
+        " (--replicas servers on one PostgreSQL database), or both, comma-separated: one pass each,"
+        " SQLite first as the baseline, then a comparison (default sqlite)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=_counts,
+        default=[1],
+        help="with --store postgres: how many servers share the database, the sessions spread over"
+        " them round robin; comma-separated for one pass each (default 1)",
+    )
+    parser.add_argument(
+        "--database-url",
+        metavar="URL",
+        default=None,
+        help="with --store postgres: a postgresql:// server to use (every pass shares its database)"
+        " instead of a throwaway cluster started here",
+    )
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
     parser.add_argument(
         "--profile",
@@ -101,7 +132,7 @@ def _parser(description: str | None) -> argparse.ArgumentParser:
         metavar=("DIRECTORY", "DB", "CONNECTIONS", "SESSIONS"),
         help=argparse.SUPPRESS,
     )
-    parser.add_argument("--client-worker", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--client-worker", metavar="URL", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     return parser
 
@@ -123,6 +154,29 @@ def _check_modes(parser: argparse.ArgumentParser, arguments: argparse.Namespace)
             parser.error("--flame: no py-spy on PATH (uv tool install py-spy; it lands in ~/.local/bin)")
     if arguments.phases is None:
         arguments.phases = list(PHASES)
+    _check_stores(parser, arguments)
+
+
+def _check_stores(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> None:
+    """Refuse store options that cannot apply: replicas without PostgreSQL, PostgreSQL in-process."""
+    postgres = "postgres" in arguments.store
+    if not postgres:
+        if arguments.replicas != [1]:
+            parser.error("--replicas needs --store postgres (SQLite is one server on one file)")
+        if arguments.database_url is not None:
+            parser.error("--database-url needs --store postgres")
+        return
+    if arguments.clients != ["processes"]:
+        parser.error("--store postgres: the levels' servers run as subprocesses, say --clients processes")
+    if arguments.database_url is not None and not arguments.database_url.startswith(
+        ("postgresql://", "postgres://")
+    ):
+        parser.error("--database-url must start with postgresql:// or postgres://")
+    passes = ("sqlite" in arguments.store) + len(arguments.replicas)
+    if (arguments.profile is not None or arguments.flame is not None) and (
+        passes > 1 or arguments.replicas != [1]
+    ):
+        parser.error("--profile and --flame follow one server: say one --store and --replicas 1")
 
 
 def parse_arguments(description: str | None) -> argparse.Namespace:

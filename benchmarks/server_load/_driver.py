@@ -23,7 +23,14 @@ from ._arguments import parse_arguments
 from ._cycles import phase_cycles
 from ._flood import phase_flood
 from ._idle import phase_idle
-from ._levels import phase_levels_in_process, phase_levels_processes, print_comparison, server_limits
+from ._levels import (
+    LevelsStore,
+    phase_levels_in_process,
+    phase_levels_processes,
+    print_comparison,
+    print_store_comparison,
+    server_limits,
+)
 from ._levels_server import serve_levels
 from ._mixed import phase_mixed
 from ._profile import profiled_levels
@@ -73,7 +80,30 @@ async def _profiled(directory: Path, arguments: argparse.Namespace, verdicts: Ve
     """``--profile``: the levels alone, the server profiled (with its clients, in-process)."""
     if arguments.clients == ["in-process"]:
         return await profiled_levels(_in_process_config(directory, arguments), arguments, verdicts)
-    return await phase_levels_processes(directory, arguments, verdicts)
+    (report,) = (await _processes_passes(directory, arguments, verdicts)).values()
+    return report
+
+
+async def _processes_passes(
+    directory: Path, arguments: argparse.Namespace, verdicts: Verdicts
+) -> dict[str, dict[str, Any]]:
+    """The levels with the clients in worker processes: one pass per store and replica count.
+
+    SQLite first (the baseline, reported as ``processes`` as before there were stores), then
+    PostgreSQL with each ``--replicas`` count, every pass on a fresh database of one cluster.
+    """
+    passes: dict[str, dict[str, Any]] = {}
+    if "sqlite" in arguments.store:
+        passes["processes"] = await phase_levels_processes(directory, arguments, verdicts)
+    if "postgres" in arguments.store:
+        # psycopg and pg_cluster (which imports pytest) only when asked for
+        from ._postgres import levels_database  # noqa: PLC0415
+
+        with levels_database(arguments.database_url) as database:
+            for replicas in arguments.replicas:
+                store = LevelsStore(replicas, database)
+                passes[store.key] = await phase_levels_processes(directory, arguments, verdicts, store)
+    return passes
 
 
 async def run(arguments: argparse.Namespace) -> dict[str, Any]:
@@ -92,11 +122,12 @@ async def run(arguments: argparse.Namespace) -> dict[str, Any]:
         # First, while nothing else runs here: the server subprocess and the client workers
         # have the machine's two cores to themselves.
         if "levels" in selected and "processes" in arguments.clients:
-            levels["processes"] = await phase_levels_processes(directory, arguments, verdicts)
+            levels |= await _processes_passes(directory, arguments, verdicts)
         in_process_levels = "levels" in selected and "in-process" in arguments.clients
         if in_process_levels or any(phase in selected for phase in IN_PROCESS_PHASES):
             report |= await _in_process_phases(directory, arguments, verdicts, levels)
         print_comparison(levels)
+        print_store_comparison(levels)
         phases: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
             ("stalled", lambda: phase_stalled(directory, arguments, verdicts)),
             ("flood", lambda: phase_flood(directory, arguments, verdicts)),
@@ -146,7 +177,7 @@ def main(description: str | None = None) -> None:
         return
     if arguments.serve_levels is not None:  # the levels' server subprocess
         directory, db, connections, sessions = arguments.serve_levels
-        trio.run(serve_levels, Path(directory), Path(db), int(connections), int(sessions))
+        trio.run(serve_levels, Path(directory), db, int(connections), int(sessions))
         return
     if arguments.client_worker is not None:  # a levels' client worker
         trio.run(client_worker, arguments.client_worker)
@@ -177,11 +208,16 @@ def main(description: str | None = None) -> None:
         "benchmark": "agent_server_load",
         "machine": {"platform": platform.platform(), "machine": platform.machine()},
         "python": sys.version.split()[0],
-        "parameters": dict(vars(arguments)),
+        "parameters": {**vars(arguments), "database_url": _redacted(arguments.database_url)},
         "results": report,
     }
     print(json.dumps(summary, sort_keys=True, default=str))
     sys.exit(1 if report["failed"] else 0)
+
+
+def _redacted(database_url: str | None) -> str | None:
+    """Whether a database URL was given, without the URL (it may hold a password)."""
+    return None if database_url is None else "(given)"
 
 
 def _clients_line(arguments: argparse.Namespace) -> str:
@@ -193,4 +229,10 @@ def _clients_line(arguments: argparse.Namespace) -> str:
             parts.append(f"{count} worker process{'es' if count > 1 else ''} (server in a subprocess)")
         else:
             parts.append("in-process (beside the server, in its trio thread)")
-    return " then ".join(parts)
+    line = " then ".join(parts)
+    if arguments.store != ["sqlite"]:
+        stores = ["sqlite"] if "sqlite" in arguments.store else []
+        if "postgres" in arguments.store:
+            stores += [f"postgres x{count}" for count in arguments.replicas]
+        line += f"; levels' store: {', then '.join(stores)}"
+    return line

@@ -2,6 +2,9 @@
 
 With the clients in worker processes, the server of the levels runs alone in this process, so
 its peak RSS (``VmHWM``) and CPU time are its own and a profile of it holds no client code.
+``DB`` is the SQLite file, or the word ``postgres``: then the store is PostgreSQL at
+``HARNESS_DATABASE_URL`` (in the environment, where a password stays out of the process list),
+one of ``--replicas`` such servers on that database.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import trio
 from agent_server import ServerHandle, serve
 
 from ._profile import render_profile
-from ._server import levels_config
+from ._server import POSTGRES, levels_config
 from ._workers import LineReader
 
 
@@ -52,7 +55,7 @@ async def _obey_commands() -> None:
                 _reply({"profiled_seconds": elapsed})
 
 
-async def serve_levels(directory: Path, db: Path, connections: int, sessions: int) -> None:
+async def serve_levels(directory: Path, db: str, connections: int, sessions: int) -> None:
     """The levels' server, alone in its process.
 
     Prints ``agent-server: <url>``, then reads commands from stdin, one per line, until end of
@@ -60,7 +63,11 @@ async def serve_levels(directory: Path, db: Path, connections: int, sessions: in
     ``profile-off {"path": ..., "title": ...}`` (stop it and write the sorted profile to
     ``path``); each answers one JSON line. The workspace root is ``DIRECTORY/root``.
     """
-    config = levels_config(directory, db, connections=connections, sessions=sessions)
+    if db == POSTGRES:
+        url = os.environ["HARNESS_DATABASE_URL"]
+        config = levels_config(directory, None, connections=connections, sessions=sessions, database_url=url)
+    else:
+        config = levels_config(directory, Path(db), connections=connections, sessions=sessions)
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
         print(f"agent-server: {handle.url}?token={handle.token}", flush=True)

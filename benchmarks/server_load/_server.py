@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import secrets
 import subprocess
@@ -28,6 +29,8 @@ SCENARIO_SCRIPT: Final = """\
     - {id: call-1, name: echo, arguments: {message: hi}}
 - content: done
 """
+POSTGRES: Final = "postgres"
+"""The levels' server's ``DB`` argument that selects PostgreSQL at ``HARNESS_DATABASE_URL``."""
 # The stalled phase's server is this benchmark's own entry point with --serve-stalled.
 ENTRY_SCRIPT: Final = Path(__file__).resolve().parent.parent / "agent_server_load.py"
 
@@ -47,8 +50,10 @@ def plain_model() -> FakeModel:
     return FakeModel(PLAIN_TURNS)
 
 
-def levels_config(directory: Path, db: Path, *, connections: int, sessions: int) -> ServerConfig:
-    """The levels' server: SQLite store at ``db``, the scripted models, ``echo``.
+def levels_config(
+    directory: Path, db: Path | None, *, connections: int, sessions: int, database_url: str | None = None
+) -> ServerConfig:
+    """The levels' server: SQLite at ``db`` (or PostgreSQL at ``database_url``), two models, ``echo``.
 
     The same configuration serves in this process (``--clients in-process``, the idle, mixed
     and tasks phases) and in the levels' server subprocess (``--serve-levels``).
@@ -56,7 +61,8 @@ def levels_config(directory: Path, db: Path, *, connections: int, sessions: int)
     return ServerConfig(
         port=0,
         workspace_root=str(directory / "root"),
-        db_path=str(db),
+        db_path=None if db is None else str(db),
+        database_url=database_url,
         tools=echo_tools,
         models={"plain": plain_model, "tool": tool_model},
         max_connections=connections,
@@ -112,12 +118,14 @@ async def server_process(
     *,
     entry: Callable[[Path], list[str]] | None = None,
     descriptor_limit: int | None = None,
+    environment: dict[str, str] | None = None,
 ) -> AsyncGenerator[tuple[trio.Process, str, Path]]:
     """``python -m agent_server serve`` on an ephemeral port; yields ``(process, url, db path)``.
 
     With ``entry`` (given the db path, the arguments of this benchmark's own entry script), the
     server is that script instead: a server the CLI cannot configure (``--serve-stalled``'s run
-    seam, ``--serve-levels``' two models), commanded through its stdin.
+    seam, ``--serve-levels``' two models), commanded through its stdin. ``environment`` is
+    added to this process's for the server (a database URL stays out of the process list).
     """
     db = directory / f"{name}.sqlite"
     token = secrets.token_urlsafe(32)
@@ -135,7 +143,12 @@ async def server_process(
             resource.setrlimit(resource.RLIMIT_NOFILE, (descriptor_limit, descriptor_limit))
 
     process = await trio.lowlevel.open_process(
-        command, stdin=stdin, stdout=subprocess.PIPE, stderr=log, preexec_fn=limit_descriptors
+        command,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        preexec_fn=limit_descriptors,
+        env=None if environment is None else {**os.environ, **environment},
     )
     try:
         url = await _read_url(process)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -54,21 +55,37 @@ async def one_session(url: str, index: int, latencies: list[float], failures: li
         failures.append(f"session {index}: {error!r}")
 
 
-async def run_level(url: str, count: int, seconds: float, rounds: int = 1, *, first: int = 0) -> LevelResult:
+def replica_of(index: int, replicas: int) -> int:
+    """Which of ``replicas`` servers session ``index`` connects to: round robin, rotated per eight.
+
+    Plain round robin on two replicas would send every permission session (one in eight, the
+    costlier kind) to the first; rotating each block of eight by one spreads those too.
+    """
+    return (index % PERMISSION_EVERY + index // PERMISSION_EVERY) % replicas
+
+
+async def run_level(
+    url: str | Sequence[str], count: int, seconds: float, rounds: int = 1, *, first: int = 0
+) -> LevelResult:
     """``count`` sessions at once, ``rounds`` times one after another, bounded by ``seconds``.
 
     A level of one session is a single sample; repeating it gives its p50 a meaning. The
     sessions are numbered from ``first`` (a client worker runs its share of a level, and the
-    number decides which sessions make a permission round trip).
+    number decides which sessions make a permission round trip). With several URLs (replicas
+    of one server on one database) each session runs, and is checked, on the one
+    :func:`replica_of` picks, moved on by one replica each round.
     """
+    urls = [url] if isinstance(url, str) else list(url)
     latencies: list[float] = []
     failures: list[str] = []
     started = time.perf_counter()
     with trio.move_on_after(seconds) as scope:
-        for _ in range(rounds):
+        for round_ in range(rounds):
             async with trio.open_nursery() as nursery:
                 for index in range(first, first + count):
-                    nursery.start_soon(one_session, url, index, latencies, failures)
+                    # Each round moves on by one replica: the lone session's rounds alternate.
+                    target = urls[(replica_of(index, len(urls)) + round_) % len(urls)]
+                    nursery.start_soon(one_session, target, index, latencies, failures)
     elapsed = time.perf_counter() - started
     return LevelResult(count, rounds, latencies, failures, elapsed, scope.cancelled_caught)
 

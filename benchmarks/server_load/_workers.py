@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,8 +51,8 @@ class LineReader:
         return line
 
 
-async def client_worker(url: str) -> None:
-    """``--client-worker URL``: run shares of levels against ``url`` on command, until end of stdin.
+async def client_worker(urls: Sequence[str]) -> None:
+    """``--client-worker URL [URL ...]``: run shares of levels against ``urls`` on command, until stdin ends.
 
     Prints ``{"ready": pid}`` once imported; then, for each JSON command line read from stdin
     (``{"first", "count", "rounds", "seconds"}``), runs those sessions and prints
@@ -67,7 +67,7 @@ async def client_worker(url: str) -> None:
             share: dict[str, Any] = json.loads(line)
             started = time.monotonic()
             level = await run_level(
-                url,
+                urls,
                 int(share["count"]),
                 float(share["seconds"]),
                 int(share["rounds"]),
@@ -151,8 +151,8 @@ def _merge(count: int, rounds: int, reports: list[dict[str, Any]], failures: lis
 
 
 @asynccontextmanager
-async def client_workers(url: str, count: int, directory: Path) -> AsyncGenerator[ClientWorkers]:
-    """Start ``count`` client workers against ``url`` and wait until each is ready.
+async def client_workers(urls: Sequence[str], count: int, directory: Path) -> AsyncGenerator[ClientWorkers]:
+    """Start ``count`` client workers against ``urls`` (replicas) and wait until each is ready.
 
     Each worker's stderr goes to ``client-worker-N.log`` under ``directory``. On the way out
     their stdin is closed (they end by themselves); one still running after 10 s is killed.
@@ -163,7 +163,7 @@ async def client_workers(url: str, count: int, directory: Path) -> AsyncGenerato
             log_path = directory / f"client-worker-{worker}.log"
             with log_path.open("wb") as log:  # the worker holds its own copy of the descriptor
                 process = await trio.lowlevel.open_process(
-                    [sys.executable, str(ENTRY_SCRIPT), "--client-worker", url],
+                    [sys.executable, str(ENTRY_SCRIPT), "--client-worker", *urls],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=log,
