@@ -2,7 +2,8 @@
 
 ``TransactionalStore`` (argument checks in the calling task, then one transaction), the
 ``Tables`` protocol every rule of ``_operations`` is written over, the rows' column order,
-and ``ConnectionThread`` (a long-lived connection thread fed by a queue, decision 046).
+``ConnectionThread`` (a long-lived connection thread fed by a queue, decision 046) and
+``ThreadedStore`` (the open/close life of a store on such threads).
 They are private to harness-kernel, so this distribution pins one kernel minor series
 (decision 049); should they become a public seam, only this file changes.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from harness_kernel.store._rows import CHECKPOINT_COLUMNS, EVENT_COLUMNS, SESSION_COLUMNS
 from harness_kernel.store._tables import EventColumns, Row, Tables
+from harness_kernel.store._threaded import ThreadedStore
 from harness_kernel.store._transactional import TransactionalStore
 from harness_kernel.store._worker import ConnectionThread, Job
 
@@ -23,5 +25,6 @@ __all__ = [
     "Job",
     "Row",
     "Tables",
+    "ThreadedStore",
     "TransactionalStore",
 ]

@@ -19,13 +19,12 @@ from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import psycopg
-import trio
 from psycopg.pq import TransactionStatus
 
 from harness_kernel.store import SESS_INVALID_RECORD, SessionStoreError
 from harness_store_postgres._errors import StoreUnavailableError
 from harness_store_postgres._schema import prepare_schema
-from harness_store_postgres._seam import ConnectionThread, Job, Tables, TransactionalStore
+from harness_store_postgres._seam import ConnectionThread, Job, Tables, ThreadedStore
 from harness_store_postgres._tables import Connection, GlobalSequence, PostgresTables
 
 __all__ = ["PostgresSessionStore"]
@@ -33,10 +32,6 @@ __all__ = ["PostgresSessionStore"]
 _T = TypeVar("_T")
 READERS_MAX: Final = 16
 _CONNECT_TIMEOUT_SECONDS: Final = 10
-
-
-def _closed_store() -> SessionStoreError:
-    return SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
 
 
 def _unavailable(error: BaseException) -> StoreUnavailableError:
@@ -235,7 +230,7 @@ class _Threads:
         self.writer.stop()
 
 
-class PostgresSessionStore(TransactionalStore):
+class PostgresSessionStore(ThreadedStore[_Threads]):
     """A :class:`~harness_kernel.store.SessionStore` in a PostgreSQL database, shared by replicas.
 
     Opened by the first operation or ``async with`` (which creates or migrates the schema:
@@ -270,38 +265,6 @@ class PostgresSessionStore(TransactionalStore):
         super().__init__(now=now)
         self._conninfo = conninfo
         self._readers = readers
-        self._threads: _Threads | None = None
-        self._opening = trio.Lock()
-        self._closed = False
-
-    async def _open(self) -> None:
-        await self._opened()
-
-    async def aclose(self) -> None:
-        """Close the store: operations already running finish, later ones raise ``SESS_INVALID_RECORD``.
-
-        Writes queued before the close are committed (and their callers answered) first.
-        """
-        self._closed = True
-        with trio.CancelScope(shield=True):
-            async with self._opening:
-                threads, self._threads = self._threads, None
-                if threads is not None:
-                    await trio.to_thread.run_sync(threads.stop)
-
-    async def _opened(self) -> _Threads:
-        if self._closed:
-            raise _closed_store()
-        threads = self._threads
-        if threads is None:
-            async with self._opening:
-                if self._closed:
-                    raise _closed_store()
-                if self._threads is None:
-                    # Never abandoned: the connections it opens are kept or closed, not leaked.
-                    self._threads = await trio.to_thread.run_sync(self._start, abandon_on_cancel=False)
-                threads = self._threads
-        return threads
 
     def _start(self) -> _Threads:
         """Connect the writer (creating or migrating the schema) and the readers; start their threads."""
@@ -332,9 +295,7 @@ class PostgresSessionStore(TransactionalStore):
         )
 
     async def _transact(self, work: Callable[[Tables], _T], *, write: bool) -> _T:
-        threads = await self._opened()
-        if self._closed:
-            raise _closed_store()
+        threads = await self._running()
         return await (threads.writer if write else threads.reader()).run(work)
 
 

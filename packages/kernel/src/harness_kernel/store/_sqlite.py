@@ -21,22 +21,16 @@ from datetime import datetime
 from pathlib import PurePath
 from typing import Any, TypeVar
 
-import trio
-
 from harness_kernel.store._records import SESS_INVALID_RECORD, SessionStoreError
 from harness_kernel.store._rows import CHECKPOINT_COLUMNS, EVENT_COLUMNS, SESSION_COLUMNS
 from harness_kernel.store._schema import BUSY_TIMEOUT_SECONDS, Synchronous, connect_store
 from harness_kernel.store._tables import EventColumns, Row, Tables
-from harness_kernel.store._transactional import TransactionalStore
+from harness_kernel.store._threaded import ThreadedStore
 from harness_kernel.store._worker import ConnectionThread, Job
 
 __all__ = ["SqliteSessionStore"]
 
 _T = TypeVar("_T")
-
-
-def _closed_store() -> SessionStoreError:
-    return SessionStoreError(SESS_INVALID_RECORD, "session store is closed")
 
 
 class _GlobalSequence:
@@ -233,7 +227,7 @@ class _Threads:
         self.writer.stop()
 
 
-class SqliteSessionStore(TransactionalStore):
+class SqliteSessionStore(ThreadedStore[_Threads]):
     """A :class:`SessionStore` in one SQLite database file (schema version 2): durable.
 
     Opened by the first operation or ``async with``; closed by :meth:`aclose`. Leases live in
@@ -270,45 +264,11 @@ class SqliteSessionStore(TransactionalStore):
         super().__init__(now=now)
         self._path = path
         self._synchronous: Synchronous = synchronous
-        self._threads: _Threads | None = None
-        self._opening = trio.Lock()
-        self._closed = False
 
     @property
     def path(self) -> str | PurePath:
         """The database file, as given."""
         return self._path
-
-    async def _open(self) -> None:
-        await self._opened()
-
-    async def aclose(self) -> None:
-        """Close the store: operations already running finish, later ones raise ``SESS_INVALID_RECORD``.
-
-        Writes queued before the close are committed (and their callers answered) first.
-        """
-        self._closed = True
-        with trio.CancelScope(shield=True):
-            # An open in progress finishes first; a second aclose waits for the first.
-            async with self._opening:
-                threads, self._threads = self._threads, None
-                if threads is not None:
-                    await trio.to_thread.run_sync(threads.stop)
-
-    async def _opened(self) -> _Threads:
-        if self._closed:
-            raise _closed_store()
-        threads = self._threads
-        if threads is None:
-            async with self._opening:
-                if self._closed:
-                    raise _closed_store()
-                if self._threads is None:
-                    # Not abandoned on cancellation: the connections it opens are always kept
-                    # (or closed), never leaked; the cancellation lands at the next checkpoint.
-                    self._threads = await trio.to_thread.run_sync(self._start, abandon_on_cancel=False)
-                threads = self._threads
-        return threads
 
     def _start(self) -> _Threads:
         """Open both connections (creating or migrating the schema) and start their threads."""
@@ -332,9 +292,7 @@ class SqliteSessionStore(TransactionalStore):
         )
 
     async def _transact(self, work: Callable[[Tables], _T], *, write: bool) -> _T:
-        threads = await self._opened()
-        if self._closed:
-            raise _closed_store()
+        threads = await self._running()
         if write or threads.reader is None:
             return await threads.writer.run(work)
         return await threads.reader.run(work)
