@@ -14,7 +14,7 @@ from harness_kernel.store._rows import CHECKPOINT_COLUMNS, EVENT_COLUMNS, SESSIO
 from harness_kernel.store._tables import EventColumns, Row, Tables
 from harness_kernel.store._threaded import ThreadedStore
 from harness_kernel.store._transactional import TransactionalStore
-from harness_kernel.store._worker import ConnectionThread, Job
+from harness_kernel.store._worker import ConnectionThread, Job, Outcome, hand_out
 
 __all__ = [
     "CHECKPOINT_COLUMNS",
@@ -23,8 +23,10 @@ __all__ = [
     "ConnectionThread",
     "EventColumns",
     "Job",
+    "Outcome",
     "Row",
     "Tables",
     "ThreadedStore",
     "TransactionalStore",
+    "hand_out",
 ]

@@ -24,7 +24,7 @@ from psycopg.pq import TransactionStatus
 from harness_kernel.store import SESS_INVALID_RECORD, SessionStoreError
 from harness_store_postgres._errors import StoreUnavailableError
 from harness_store_postgres._schema import prepare_schema
-from harness_store_postgres._seam import ConnectionThread, Job, Tables, ThreadedStore
+from harness_store_postgres._seam import ConnectionThread, Job, Outcome, Tables, ThreadedStore, hand_out
 from harness_store_postgres._tables import Connection, GlobalSequence, PostgresTables
 
 __all__ = ["PostgresSessionStore"]
@@ -145,7 +145,7 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: 
                 value = batch[0].work(tables)
             except Exception as error:
                 raise _job_error(error) from error
-            outcomes: list[tuple[Job[Any], bool, object]] = [(batch[0], True, value)]
+            outcomes: list[Outcome] = [(batch[0], True, value)]
         else:
             outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
         # From here the outcome is unknown if the connection breaks: the COMMIT is on its way.
@@ -155,17 +155,12 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: 
         _rollback(connection)
         raise
     # Only a committed batch hands out its results.
-    for job, ok, value in outcomes:
-        if ok:
-            job.succeed(value)
-        else:
-            assert isinstance(value, BaseException)
-            job.fail(value)
+    hand_out(outcomes)
 
 
 def _in_savepoint(
     connection: Connection, sequence: GlobalSequence, tables: PostgresTables, job: Job[Any]
-) -> tuple[Job[Any], bool, object]:
+) -> Outcome:
     mark = sequence.mark()
     connection.execute("SAVEPOINT job")
     try:

@@ -26,7 +26,7 @@ from harness_kernel.store._rows import CHECKPOINT_COLUMNS, EVENT_COLUMNS, SESSIO
 from harness_kernel.store._schema import BUSY_TIMEOUT_SECONDS, Synchronous, connect_store
 from harness_kernel.store._tables import EventColumns, Row, Tables
 from harness_kernel.store._threaded import ThreadedStore
-from harness_kernel.store._worker import ConnectionThread, Job
+from harness_kernel.store._worker import ConnectionThread, Job, Outcome, hand_out
 
 __all__ = ["SqliteSessionStore"]
 
@@ -334,7 +334,7 @@ def _group_transaction(connection: sqlite3.Connection, batch: list[Job[Any]]) ->
     connection.execute("BEGIN IMMEDIATE")
     try:
         if len(batch) == 1:
-            outcomes: list[tuple[Job[Any], bool, object]] = [(batch[0], True, batch[0].work(tables))]
+            outcomes: list[Outcome] = [(batch[0], True, batch[0].work(tables))]
         else:
             outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
         sequence.flush()
@@ -344,17 +344,12 @@ def _group_transaction(connection: sqlite3.Connection, batch: list[Job[Any]]) ->
             connection.execute("ROLLBACK")
         raise
     # Only a committed batch hands out its results.
-    for job, ok, value in outcomes:
-        if ok:
-            job.succeed(value)
-        else:
-            assert isinstance(value, BaseException)
-            job.fail(value)
+    hand_out(outcomes)
 
 
 def _in_savepoint(
     connection: sqlite3.Connection, sequence: _GlobalSequence, tables: _SqliteTables, job: Job[Any]
-) -> tuple[Job[Any], bool, object]:
+) -> Outcome:
     mark = sequence.mark()
     connection.execute("SAVEPOINT job")
     try:

@@ -26,7 +26,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import trio
 
-__all__ = ["ConnectionThread", "Job", "RunJobs"]
+__all__ = ["ConnectionThread", "Job", "Outcome", "RunJobs", "hand_out"]
 
 _T = TypeVar("_T")
 _Resource = TypeVar("_Resource", bound="_Closable")
@@ -78,6 +78,20 @@ class Job(Generic[_T]):
 RunJobs = Callable[[_Resource, list[Job[Any]]], None]
 """Runs jobs on the thread's resource, calling ``succeed`` or ``fail`` on each; if it
 raises, every job it left unsettled fails with that error."""
+
+
+Outcome = tuple[Job[Any], bool, object]
+"""A job of a group transaction, whether its work succeeded, and its value or its error."""
+
+
+def hand_out(outcomes: list[Outcome]) -> None:
+    """Give each job its result or its error: only once the transaction holding them committed."""
+    for job, ok, value in outcomes:
+        if ok:
+            job.succeed(value)
+        else:
+            assert isinstance(value, BaseException)
+            job.fail(value)
 
 
 class ConnectionThread(Generic[_Resource]):
