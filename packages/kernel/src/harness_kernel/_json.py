@@ -483,7 +483,7 @@ class _Unsure(Exception):
 
 
 class _FastWalk:
-    """A recursive walk for the common case: valid, small JSON data.
+    """The recursive walk of :func:`freeze_json` for the common case: valid, small JSON data.
 
     It answers only "certainly valid" (the result) or :class:`_Unsure`; every doubt (any
     error, a limit reached, a container met twice) is handed to :class:`_Walker`, which
@@ -493,15 +493,11 @@ class _FastWalk:
     touched, so no foreign code runs.
     """
 
-    __slots__ = ("_build", "_max_depth", "_max_nodes", "_nodes", "_safe", "_seen")
+    __slots__ = ("_max_depth", "_max_nodes", "_nodes", "_seen")
 
-    def __init__(
-        self, *, max_depth: int, max_nodes: int | None, allow_shared: bool, safe_integers: bool, build: bool
-    ) -> None:
+    def __init__(self, *, max_depth: int, max_nodes: int | None, allow_shared: bool) -> None:
         self._max_depth = max_depth
         self._max_nodes = -1 if max_nodes is None else max_nodes
-        self._safe = safe_integers
-        self._build = build
         self._nodes = 0
         self._seen: set[int] | None = None if allow_shared else set()
 
@@ -510,14 +506,17 @@ class _FastWalk:
         if self._max_nodes >= 0 and self._nodes > self._max_nodes:
             raise _Unsure
 
-    def _container(self, value: object, depth: int) -> None:
-        if depth > self._max_depth:
-            raise _Unsure
+    def _note_shared(self, value: object) -> None:
         if self._seen is not None:
             identity = id(value)
             if identity in self._seen:
                 raise _Unsure
             self._seen.add(identity)
+
+    def _container(self, value: object, depth: int) -> None:
+        if depth > self._max_depth:
+            raise _Unsure
+        self._note_shared(value)
         self._count(1)
 
     def visit(self, value: object, depth: int) -> JsonValue:
@@ -530,7 +529,7 @@ class _FastWalk:
             return value
         if kind is int:
             assert isinstance(value, int)
-            if self._safe and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
                 raise _Unsure
             self._count(1)
             return value
@@ -547,11 +546,7 @@ class _FastWalk:
             assert isinstance(value, FrozenDict | FrozenList)
             if depth + value._height > self._max_depth:  # pyright: ignore[reportPrivateUsage]
                 raise _Unsure
-            if self._seen is not None:
-                identity = id(value)
-                if identity in self._seen:
-                    raise _Unsure
-                self._seen.add(identity)
+            self._note_shared(value)
             self._count(value._size)  # pyright: ignore[reportPrivateUsage]
             return value
         if kind is dict:
@@ -572,15 +567,13 @@ class _FastWalk:
             if not key.isascii() and _LONE_SURROGATE.search(key) is not None:
                 raise _Unsure
             data[key] = self.visit(item, depth + 1)
-        if not self._build:
-            return None
         height, size = _measure(iter(data.values()))
         return _make_dict(data, height, size)
 
     def _array(self, value: list[object] | tuple[object, ...], depth: int) -> JsonValue:
         self._container(value, depth)
         items = tuple([self.visit(item, depth + 1) for item in value])
-        return _make_list(items) if self._build else None
+        return _make_list(items)
 
 
 def _plain_document(value: object, depth: int, max_depth: int) -> bool:
@@ -613,37 +606,6 @@ def _plain_document(value: object, depth: int, max_depth: int) -> bool:
     if type(value) is float:
         return math.isfinite(value)
     return False
-
-
-def _walk(
-    value: object,
-    *,
-    max_depth: int,
-    max_nodes: int | None,
-    allow_shared: bool,
-    safe_integers: bool,
-    build: bool,
-) -> JsonValue:
-    """The fast walk, and the exact one when the fast one is unsure."""
-    if not 0 <= max_depth <= MAX_FROZEN_DEPTH:
-        raise ValueError(f"max_depth must be between 0 and {MAX_FROZEN_DEPTH}")
-    try:
-        return _FastWalk(
-            max_depth=max_depth,
-            max_nodes=max_nodes,
-            allow_shared=allow_shared,
-            safe_integers=safe_integers,
-            build=build,
-        ).visit(value, 0)
-    except (_Unsure, RecursionError):
-        walker = _Walker(
-            max_depth=max_depth,
-            max_nodes=max_nodes,
-            allow_shared=allow_shared,
-            safe_integers=safe_integers,
-            build=build,
-        )
-        return walker.run(value)
 
 
 def _location(stack: list[_Frame]) -> str:
@@ -691,10 +653,19 @@ def freeze_json(
             limit.
         ValueError: ``max_depth`` is out of range.
     """
-    shared = allow_shared
-    return _walk(
-        value, max_depth=max_depth, max_nodes=max_nodes, allow_shared=shared, safe_integers=True, build=True
-    )
+    if not 0 <= max_depth <= MAX_FROZEN_DEPTH:
+        raise ValueError(f"max_depth must be between 0 and {MAX_FROZEN_DEPTH}")
+    try:
+        return _FastWalk(max_depth=max_depth, max_nodes=max_nodes, allow_shared=allow_shared).visit(value, 0)
+    except (_Unsure, RecursionError):
+        walker = _Walker(
+            max_depth=max_depth,
+            max_nodes=max_nodes,
+            allow_shared=allow_shared,
+            safe_integers=True,
+            build=True,
+        )
+        return walker.run(value)
 
 
 def check_json_document(value: object, *, max_depth: int = MAX_FROZEN_DEPTH) -> None:
@@ -714,7 +685,8 @@ def check_json_document(value: object, *, max_depth: int = MAX_FROZEN_DEPTH) -> 
                 return
         except RecursionError:
             pass
-    _walk(value, max_depth=max_depth, max_nodes=None, allow_shared=True, safe_integers=False, build=False)
+    walker = _Walker(max_depth=max_depth, max_nodes=None, allow_shared=True, safe_integers=False, build=False)
+    walker.run(value)
 
 
 def thaw_json(value: JsonValue) -> object:
