@@ -56,11 +56,12 @@ def schema_issues(event_type: str, data: object, **envelope: object) -> tuple[tu
 
 
 # ------------------------------------------------------------------ the registry
-def test_registry_lists_the_28_types_in_catalogue_order_and_examples_cover_them_all() -> None:
-    assert len(EVENT_TYPES) == 28
+def test_registry_lists_the_33_types_in_catalogue_order_and_examples_cover_them_all() -> None:
+    assert len(EVENT_TYPES) == 33
     assert tuple(EVENT_PAYLOADS) == EVENT_TYPES
     assert EVENT_TYPES[0] == "session.created"
-    assert EVENT_TYPES[-1] == "error"
+    assert EVENT_TYPES[27] == "error"
+    assert EVENT_TYPES[-1] == "turn.resumed"
     assert {event_type for _, event_type, _ in examples.EXAMPLES} == set(EVENT_TYPES)
 
 

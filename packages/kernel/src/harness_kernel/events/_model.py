@@ -30,6 +30,8 @@ __all__ = [
     "AuditExportedData",
     "BarePolicyDecisionData",
     "BudgetWarningData",
+    "ContextAccountedData",
+    "ContextCheckpointData",
     "ContextCompactedData",
     "ErrorData",
     "Event",
@@ -48,11 +50,13 @@ __all__ = [
     "RunRecordedData",
     "RunScheduledData",
     "RunUpdatedData",
+    "RuntimeCheckpointData",
     "RuntimePolicyDecisionData",
     "SandboxStartedData",
     "SandboxStoppedData",
     "SessionCreatedData",
     "SessionRestoredData",
+    "SteeringAppliedData",
     "SteeringQueuedData",
     "TaskPolicyDecisionData",
     "TaskUpdatedData",
@@ -61,6 +65,7 @@ __all__ = [
     "ToolResultData",
     "ToolResultErrorData",
     "TurnCompletedData",
+    "TurnResumedData",
     "TurnStartedData",
     "UserMessageCompletedData",
 ]
@@ -261,7 +266,7 @@ class SteeringQueuedData(EventPayload, frozen=True, kw_only=True):
 
 
 class ContextCompactedData(EventPayload, frozen=True, kw_only=True):
-    """9 ``context.compacted`` (never produced at M8)."""
+    """9 ``context.compacted``: the prefix before a checkpoint's tail was replaced by its summary."""
 
     run_id: Id
     session_id: Id
@@ -273,6 +278,7 @@ class ContextCompactedData(EventPayload, frozen=True, kw_only=True):
     after_messages: Count
     before_tokens: Count | UnsetType = UNSET
     after_tokens: Count | UnsetType = UNSET
+    usage: EventUsage | UnsetType = UNSET
 
 
 class TurnCompletedData(EventPayload, frozen=True, kw_only=True):
@@ -538,6 +544,69 @@ class ErrorData(EventPayload, frozen=True, kw_only=True):
     stage: Literal["manifest", "git", "policy", "builder", "tests", "evidence", "report"] | UnsetType = UNSET
 
 
+class SteeringAppliedData(EventPayload, frozen=True, kw_only=True):
+    """29 ``steering.applied``: a queued steering message became a user message of the next request."""
+
+    run_id: Id
+    session_id: Id
+    turn_id: Id
+    message_id: Id
+    request_id: Id
+    message_revision: Count
+
+
+class ContextAccountedData(EventPayload, frozen=True, kw_only=True):
+    """30 ``context.accounted``: the measured occupancy of the next model request."""
+
+    run_id: Id
+    session_id: Id
+    turn_id: Id
+    request_id: Id
+    messages: Count
+    tokens: Count
+    method: Literal["utf8-bytes", "tokenizer"]
+    window_tokens: PositiveCount
+    threshold_tokens: PositiveCount
+    reserve_tokens: Count
+
+
+class ContextCheckpointData(EventPayload, frozen=True, kw_only=True):
+    """31 ``context.checkpoint``: a summary that stands for the session's history before ``tailStart``."""
+
+    run_id: Id
+    session_id: Id
+    turn_id: Id
+    revision: PositiveCount
+    summary_message_id: Id
+    summary: Annotated[str, Meta(min_length=1, max_length=16 * MIB)]
+    tail_start: Count
+    message_revision: Count
+
+
+class RuntimeCheckpointData(EventPayload, frozen=True, kw_only=True):
+    """32 ``runtime.checkpoint``: a versioned runtime state at a safe boundary, decoded by the runtime."""
+
+    run_id: Id
+    session_id: Id
+    turn_id: Id
+    version: PositiveCount
+    boundary: Literal["request", "response"]
+    request_id: Id
+    state: Json
+
+
+class TurnResumedData(EventPayload, frozen=True, kw_only=True):
+    """33 ``turn.resumed``: a turn interrupted by a process end was taken up from its last checkpoint."""
+
+    run_id: Id
+    session_id: Id
+    turn_id: Id
+    checkpoint_event_id: Id
+    abandoned_request_id: Id | UnsetType = UNSET
+    interrupted_calls: Count
+    note: str | UnsetType = UNSET
+
+
 EventType: TypeAlias = Literal[
     "session.created",
     "session.restored",
@@ -567,6 +636,11 @@ EventType: TypeAlias = Literal[
     "artifact.registered",
     "audit.exported",
     "error",
+    "steering.applied",
+    "context.accounted",
+    "context.checkpoint",
+    "runtime.checkpoint",
+    "turn.resumed",
 ]
 
 EventData: TypeAlias = (
@@ -598,6 +672,11 @@ EventData: TypeAlias = (
     | ArtifactRegisteredData
     | AuditExportedData
     | ErrorData
+    | SteeringAppliedData
+    | ContextAccountedData
+    | ContextCheckpointData
+    | RuntimeCheckpointData
+    | TurnResumedData
 )
 
 PayloadEntry: TypeAlias = type[EventPayload] | tuple[type[EventPayload], ...]
@@ -636,6 +715,11 @@ EVENT_PAYLOADS: Final[MappingProxyType[EventType, PayloadEntry]] = MappingProxyT
         "artifact.registered": ArtifactRegisteredData,
         "audit.exported": AuditExportedData,
         "error": ErrorData,
+        "steering.applied": SteeringAppliedData,
+        "context.accounted": ContextAccountedData,
+        "context.checkpoint": ContextCheckpointData,
+        "runtime.checkpoint": RuntimeCheckpointData,
+        "turn.resumed": TurnResumedData,
     }
 )
 """Event type → its payload Struct, or the closed tuple of its variants; catalogue order."""
