@@ -30,7 +30,6 @@ from harness_kernel.runtime import (
     RuntimeBudget,
     RuntimeBudgetExceededError,
     RuntimeConsumerError,
-    SteeringClosedError,
 )
 from harness_kernel.store import MemoryEventStore
 from harness_tools import (
@@ -369,7 +368,7 @@ async def test_tool_call_budget_ends_the_run_without_policy() -> None:
     ]
 
 
-async def test_steering_is_folded_into_the_first_request_and_then_closes() -> None:
+async def test_steering_before_the_first_request_is_applied_to_it_and_ends_with_the_run() -> None:
     runtime = MinimalAgentRuntime()
     model = FakeModel([ScriptedTurn(content="a")])
     stream = runtime.run(make_input(model))
@@ -378,17 +377,17 @@ async def test_steering_is_folded_into_the_first_request_and_then_closes() -> No
     async with stream:
         async for event in stream:
             events.append(event)
-            if event.type == "model.request":
-                with pytest.raises(SteeringClosedError):
-                    await runtime.steer("run-1", "late")
-    assert types(events)[:5] == [
+    assert types(events)[:6] == [
         "agent.started",
         "turn.started",
         "message.completed",
         "steering.queued",
+        "steering.applied",
         "model.request",
     ]
-    assert d(events[4]).message_revision == 2
+    assert d(events[4]).message_id == d(events[3]).message_id
+    assert d(events[4]).request_id == d(events[5]).request_id
+    assert d(events[5]).message_revision == 2
     assert len(model.requests[0].messages) == 2
     with pytest.raises(RunTerminalError):
         await runtime.steer("run-1", "after")

@@ -14,8 +14,7 @@ from types import TracebackType
 
 import trio
 
-from harness_kernel._json import has_lone_surrogate
-from harness_kernel.events._model import Event, SteeringQueuedData
+from harness_kernel.events._model import Event
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     EventAppendError,
@@ -31,7 +30,6 @@ from harness_kernel.runtime._errors import (
 )
 from harness_kernel.runtime._input import RunInput, RuntimeBudget, admit, check_id
 from harness_kernel.runtime._run import Run
-from harness_kernel.runtime._shared import FINISHED
 
 __all__ = [
     "AgentRuntimeError",
@@ -50,9 +48,6 @@ __all__ = [
     "RuntimeConsumerError",
     "SteeringClosedError",
 ]
-
-MAX_STEERING_CHARS = 256 * 1024
-MAX_PENDING_STEERING = 1024
 
 
 class RunStream:
@@ -103,6 +98,22 @@ class RunStream:
             raise StopAsyncIteration
         finally:
             self._stepping = False
+
+    async def steer(self, text: str) -> str:
+        """Steer this run: ``text`` is stored as ``steering.queued`` before this returns, and
+        applied as a user message at the next model-request boundary (``steering.applied``
+        before ``model.request``). If the model stops while steering is pending, another
+        round runs. Returns the steering message's id.
+
+        May be called from any task while the stream is being iterated.
+
+        Raises:
+            InvalidRunInputError: not a str of 1..256 Ki characters, or 1 024 already pending.
+            RunTerminalError: cancellation was requested, or the run is completing or finished.
+            SteeringClosedError: the run's last boundary passed while this steer waited its turn.
+            EventAppendError: the steering event could not be stored.
+        """
+        return await self._run.steer(text)
 
     async def aclose(self) -> None:
         """Abandon the run: drop undelivered events and persist the canceled pair unseen.
@@ -178,32 +189,14 @@ class MinimalAgentRuntime:
         raise RunTerminalError(run_id, status)
 
     async def steer(self, run_id: str, text: str) -> None:
-        """Queue ``text`` as a user message for the first model request.
+        """Queue ``text`` as a user message for the run's next model-request boundary.
 
         Raises:
             RunNotFoundError, RunTerminalError, InvalidRunInputError, SteeringClosedError,
-            EventAppendError: see spec §8.10.
+            EventAppendError: see spec §8.10 and :meth:`RunStream.steer`.
         """
         run = self._lookup(run_id)
-        if type(text) is not str or not 1 <= len(text) <= MAX_STEERING_CHARS or has_lone_surrogate(text):
-            raise InvalidRunInputError(f"steering text must be a str of 1..{MAX_STEERING_CHARS} characters")
-        await run.ensure_admitted()
-        if run.cancel_requested or run.status == "completing" or run.status in FINISHED:
-            raise RunTerminalError(run_id, run.status)
-        with trio.CancelScope(shield=True):
-            async with run.writer:
-                if not run.steering_open:
-                    raise SteeringClosedError(run_id)
-                if len(run.pending) >= MAX_PENDING_STEERING:
-                    raise InvalidRunInputError(
-                        f"at most {MAX_PENDING_STEERING} steering messages may be pending"
-                    )
-                message_id = run.new_id("msg")
-                queued = SteeringQueuedData(**run.ids(), message_id=message_id, content=text)
-                event = run.event("steering.queued", queued)
-                await run.append_locked(event)
-                run.enqueue(event)
-                run.pending.append(text)
+        await run.steer(text)
 
     async def cancel(self, run_id: str) -> None:
         """Request cancellation and return once the canceled terminal pair is durable.

@@ -12,7 +12,7 @@ from harness_kernel._ids import MAX_ID_CHARS, is_id
 from harness_kernel._ids import now_timestamp as default_now
 from harness_kernel._ids import random_id as default_new_id
 from harness_kernel._json import MAX_SAFE_INTEGER, FrozenDict, has_lone_surrogate
-from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefinition
+from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefinition, Usage
 from harness_kernel.policy._permission import PermissionController
 from harness_kernel.runtime._errors import InvalidRunInputError
 from harness_kernel.state import InvalidMessageStateError, create_message_state
@@ -127,6 +127,12 @@ class Admitted:
     now: Callable[[], str]
     new_id: Callable[[str], str]
     advertised: tuple[ToolDefinition, ...] | None
+    pending: tuple[tuple[str, str], ...] = ()
+    """Steering inherited from the session's previous turn: (message id, text), oldest first."""
+    usage: Usage | None = None
+    """The session's usage before this turn (a follow-up inherits it); ``None`` for none."""
+    revision: int | None = None
+    """The message revision this turn starts from; ``None`` means ``len(context)``."""
 
 
 def _captured(

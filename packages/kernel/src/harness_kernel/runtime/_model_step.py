@@ -27,6 +27,7 @@ from harness_kernel.events._model import (
     MessageDeltaData,
     ModelRequestData,
     ModelResponseData,
+    SteeringAppliedData,
 )
 from harness_kernel.models._types import (
     AssistantMessage,
@@ -108,19 +109,25 @@ async def _check_budget(run: Run) -> AsyncGenerator[None, None]:
 
 
 async def _record_request(run: Run, request_id: str) -> tuple[ChatMessage, ...]:
-    """Close steering, fold the pending steering into the context and append ``model.request``.
+    """Apply the pending steering and append ``model.request`` (spec §8.5 step 2, issue #23).
 
-    Under the writer lock, so a ``steer`` either lands before this request or is refused.
+    Under the writer lock, so a ``steer`` either lands before this request (and is applied
+    to it, ``steering.applied`` before ``model.request``) or waits for the next boundary; it
+    is never spliced into a request already in flight. The events need no acknowledgement
+    between them: one batch.
     """
     a = run.a
     messages: tuple[ChatMessage, ...] = ()
-    event: Event | None = None
+    events: list[Event] = []
     with trio.CancelScope(shield=True):
         async with run.writer:
-            run.steering_open = False
-            for text in run.pending:
+            for message_id, text in run.pending:
                 run.messages.append(UserMessage(content=text))
                 run.revision += 1
+                applied = SteeringAppliedData(
+                    **run.ids(), message_id=message_id, request_id=request_id, message_revision=run.revision
+                )
+                events.append(run.event("steering.applied", applied))
             messages = tuple(run.messages)
             request = ModelRequestData(
                 request_id=request_id,
@@ -131,11 +138,9 @@ async def _record_request(run: Run, request_id: str) -> tuple[ChatMessage, ...]:
                 context_version=1,
                 message_revision=run.revision,
             )
-            event = run.event("model.request", request)
-            await run.append_locked(event)
+            events.append(run.event("model.request", request))
+            await run.append_batch_locked(tuple(events))
             run.pending.clear()
-    assert event is not None
-    run.enqueue(event)
     return messages
 
 
@@ -323,11 +328,17 @@ async def _record_response(
         yield
     if finish != "tool_calls":
         run.check_cancel()
-        run.status = "completing"
+        with trio.CancelScope(shield=True):
+            # Under the writer lock: a steer being stored now lands before this decision, and
+            # a pending steer means another round (issue #23), never a completion that drops it.
+            async with run.writer:
+                if not run.pending:
+                    run.status = "completing"
+    another_round = run.status != "completing"
     limit = a.max_model_tokens
     if limit is not None:
         total = run.usage.total_tokens
-        if total > limit or (total >= limit and finish == "tool_calls"):
+        if total > limit or (total >= limit and another_round):
             # The warning that precedes an exceed is written also while completing.
             if await run.warning("tokens", total, limit):
                 yield

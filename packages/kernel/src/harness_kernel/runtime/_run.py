@@ -24,6 +24,7 @@ import trio
 from harness_kernel._gate import ToolGate
 from harness_kernel._gate import budget_percent as percent
 from harness_kernel._ids import is_id
+from harness_kernel._json import has_lone_surrogate
 from harness_kernel.events._codec import create_event
 from harness_kernel.events._model import (
     AgentStartedData,
@@ -32,6 +33,7 @@ from harness_kernel.events._model import (
     Event,
     EventData,
     EventType,
+    SteeringQueuedData,
     TurnStartedData,
     UserMessageCompletedData,
 )
@@ -44,10 +46,19 @@ from harness_kernel.runtime._errors import (
     ModelStreamError,
     RunTerminalError,
     RuntimeBudgetExceededError,
+    SteeringClosedError,
 )
 from harness_kernel.runtime._input import Admitted
 from harness_kernel.runtime._model_step import model_round
-from harness_kernel.runtime._shared import Canceled, QuickLock, RunIds, or_unset
+from harness_kernel.runtime._shared import (
+    FINISHED,
+    MAX_PENDING_STEERING,
+    MAX_STEERING_CHARS,
+    Canceled,
+    QuickLock,
+    RunIds,
+    or_unset,
+)
 from harness_kernel.runtime._terminal import record_terminal
 from harness_workspace import AbortController, move_on_abort
 
@@ -74,8 +85,8 @@ class Run:
         self.cancel_requested = False
         self.finishing_as: str | None = None
         self.abandoned = False
-        self.steering_open = True
-        self.pending: list[str] = []
+        self.pending: list[tuple[str, str]] = list(admitted.pending)
+        """Steering not yet applied, oldest first: (message id, text)."""
         self.controller = AbortController()
         self.round_controller: AbortController | None = None
         self.active_scope: trio.CancelScope | None = None
@@ -84,10 +95,10 @@ class Run:
         self._on_finish = on_finish
         self._producer = self._produce()
         self.messages: list[ChatMessage] = list(admitted.context)
-        self.revision = len(admitted.context)
+        self.revision = len(admitted.context) if admitted.revision is None else admitted.revision
         self.model_requests = 0
         self.tool_calls = 0
-        self.usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
+        self.usage = admitted.usage or Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         self.warned: set[BudgetMetric] = set()
         self.gate = ToolGate(workspace=admitted.workspace, decide=admitted.decide, profile="runtime")
         self.model_call_ids: set[str] = set()
@@ -189,6 +200,42 @@ class Run:
         """What a control waiting for the end re-raises (§8.10: "return, or raise its failure")."""
         return self.admission_error or self.poison or self.pairless
 
+    async def steer(self, text: str) -> str:
+        """Store ``text`` as ``steering.queued`` for the next model-request boundary; its message id.
+
+        FIFO across concurrent callers (the writer lock); at most :data:`MAX_PENDING_STEERING`
+        pending. A steer that is being stored when cancellation wins stays in history (the
+        append is shielded) and is never applied.
+
+        Raises:
+            InvalidRunInputError: not a str of 1..256 Ki characters, or 1 024 already pending.
+            RunTerminalError: cancellation was requested, or the run is completing or finished.
+            SteeringClosedError: the run's last boundary passed while this steer waited its turn.
+            EventAppendError: the event could not be stored.
+        """
+        run_id = self.a.run_id
+        if type(text) is not str or not 1 <= len(text) <= MAX_STEERING_CHARS or has_lone_surrogate(text):
+            raise InvalidRunInputError(f"steering text must be a str of 1..{MAX_STEERING_CHARS} characters")
+        await self.ensure_admitted()
+        if self.cancel_requested or self.status == "completing" or self.status in FINISHED:
+            raise RunTerminalError(run_id, self.status)
+        message_id = ""
+        with trio.CancelScope(shield=True):
+            async with self.writer:
+                if self.cancel_requested or self.status == "completing" or self.status in FINISHED:
+                    raise SteeringClosedError(run_id)
+                if len(self.pending) >= MAX_PENDING_STEERING:
+                    raise InvalidRunInputError(
+                        f"at most {MAX_PENDING_STEERING} steering messages may be pending"
+                    )
+                message_id = self.new_id("msg")
+                queued = SteeringQueuedData(**self.ids(), message_id=message_id, content=text)
+                event = self.event("steering.queued", queued)
+                await self.append_locked(event)
+                self.enqueue(event)
+                self.pending.append((message_id, text))
+        return message_id
+
     # ------------------------------------------------------------ events
     def new_id(self, prefix: str) -> str:
         value = self.a.new_id(prefix)
@@ -246,15 +293,19 @@ class Run:
         """
         with trio.CancelScope(shield=True):
             async with self.writer:
-                append_many = self.a.append_many
-                if append_many is None:
-                    for event in events:
-                        await self._append_shielded(event)
-                        self.enqueue(event)
-                    return
-                await self._store(lambda: append_many(list(events)), events[0].type)
-                for event in events:
-                    self.enqueue(event)
+                await self.append_batch_locked(events)
+
+    async def append_batch_locked(self, events: tuple[Event, ...]) -> None:
+        """:meth:`append_batch` for a caller that holds the writer lock inside a shielded scope."""
+        append_many = self.a.append_many
+        if append_many is None:
+            for event in events:
+                await self._append_shielded(event)
+                self.enqueue(event)
+            return
+        await self._store(lambda: append_many(list(events)), events[0].type)
+        for event in events:
+            self.enqueue(event)
 
     async def append(self, event: Event) -> None:
         """Append under the writer lock, shielded from cancellation."""

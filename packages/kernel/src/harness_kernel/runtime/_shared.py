@@ -16,6 +16,8 @@ __all__ = [
     "MAX_CALLS",
     "MAX_CONTENT",
     "MAX_DELTA",
+    "MAX_PENDING_STEERING",
+    "MAX_STEERING_CHARS",
     "MAX_TRANSCRIPT_BYTES",
     "Canceled",
     "QuickLock",
@@ -26,6 +28,8 @@ __all__ = [
 MAX_CONTENT: Final = 16 * 1_048_576
 MAX_DELTA: Final = 1_048_576
 MAX_CALLS: Final = 128
+MAX_STEERING_CHARS: Final = 256 * 1024
+MAX_PENDING_STEERING: Final = 1024
 MAX_TRANSCRIPT_BYTES: Final = 4 * 1_048_576
 """The tool transcript (call arguments and results, as JSON) of one run."""
 CLEANUP_GRACE: Final = 0.1
