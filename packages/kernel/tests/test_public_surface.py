@@ -252,6 +252,7 @@ EXPECTED: dict[str, set[str]] = {
     "harness_kernel.runtime": {
         "AgentRuntimeError",
         "EventAppendError",
+        "FollowUpError",
         "InvalidRunInputError",
         "MinimalAgentRuntime",
         "ModelStreamError",
@@ -265,6 +266,7 @@ EXPECTED: dict[str, set[str]] = {
         "RuntimeBudgetExceededError",
         "RuntimeConsumerError",
         "SteeringClosedError",
+        "TurnActiveError",
     },
     "harness_kernel.state": {
         "InvalidMessageStateError",

@@ -10,14 +10,17 @@ model request; ``cancel`` (and ``aclose``) end the run with the canceled termina
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from types import TracebackType
 
 import trio
 
 from harness_kernel.events._model import Event
+from harness_kernel.models._types import ChatMessage, Usage
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     EventAppendError,
+    FollowUpError,
     InvalidRunInputError,
     ModelStreamError,
     ModelTimeoutError,
@@ -27,13 +30,15 @@ from harness_kernel.runtime._errors import (
     RuntimeBudgetExceededError,
     RuntimeConsumerError,
     SteeringClosedError,
+    TurnActiveError,
 )
-from harness_kernel.runtime._input import RunInput, RuntimeBudget, admit, check_id
+from harness_kernel.runtime._input import Admitted, RunInput, RuntimeBudget, admit, check_id
 from harness_kernel.runtime._run import Run
 
 __all__ = [
     "AgentRuntimeError",
     "EventAppendError",
+    "FollowUpError",
     "InvalidRunInputError",
     "MinimalAgentRuntime",
     "ModelStreamError",
@@ -47,6 +52,7 @@ __all__ = [
     "RuntimeBudgetExceededError",
     "RuntimeConsumerError",
     "SteeringClosedError",
+    "TurnActiveError",
 ]
 
 
@@ -151,24 +157,90 @@ class RunStream:
         await self.aclose()
 
 
+@dataclass(eq=False, slots=True)
+class _Conversation:
+    """What a session's next turn on this runtime inherits (issue #23 §1)."""
+
+    store: object
+    """The session's own event store; a follow-up must use this very object."""
+    messages: tuple[ChatMessage, ...] = ()
+    pending: tuple[tuple[str, str], ...] = ()
+    usage: Usage | None = None
+    revision: int = 0
+    active: Run | None = None
+    lost: bool = False
+    """A turn's events were not all stored; the session cannot go on from this runtime's memory."""
+
+
 class MinimalAgentRuntime:
-    """Runs agent turns; owns its live runs and the tombstones of finished ones."""
+    """Runs agent turns; owns its live runs, the tombstones of finished ones, and what each
+    session's next turn inherits."""
 
     def __init__(self) -> None:
         self._runs: dict[str, Run] = {}
         self._tombstones: dict[str, str] = {}
+        self._conversations: dict[str, _Conversation] = {}
 
     def run(self, input: RunInput) -> RunStream:
-        """Admit ``input`` synchronously and return its stream (spec §8.2).
+        """Admit ``input`` synchronously and return its stream (spec §8.2): the session's first
+        turn on this runtime, from ``input.context``.
 
         Raises:
             InvalidRunInputError: a field breaks its admission rule; nothing is registered.
             RunAlreadyExistsError: the run id is live or tombstoned on this runtime.
+            TurnActiveError: a turn of the same session is running on this runtime.
             WorkspaceOperationError: ``bind_workspace`` refused the workspace.
         """
         admitted = admit(input, check_run_id=self._check_run_id_free)
+        self._check_idle(admitted.session_id)
+        conversation = _Conversation(store=input.event_store)
+        return self._start(admitted, conversation)
+
+    def follow_up(self, input: RunInput) -> RunStream:
+        """Admit a follow-up turn of a session whose previous turn on this runtime ended.
+
+        The turn inherits the session's messages, its pending steering and its usage (the
+        token budget counts the whole session); ``input.context`` must be ``None``, and
+        ``input.event_store`` must be the very store of the session's earlier turns.
+
+        Raises:
+            InvalidRunInputError: a field breaks its admission rule.
+            RunAlreadyExistsError: the run id is live or tombstoned on this runtime.
+            TurnActiveError: the session's previous turn is still running.
+            FollowUpError: no earlier turn of the session on this runtime, a ``context`` was
+                given, another store was given, or the previous turn lost events.
+        """
+        admitted = admit(input, check_run_id=self._check_run_id_free)
+        session_id = admitted.session_id
+        conversation = self._conversations.get(session_id)
+        if conversation is None:
+            raise FollowUpError(session_id, "no earlier turn of this session on this runtime")
+        self._check_idle(session_id)
+        if input.context is not None:
+            raise FollowUpError(session_id, "a follow-up may not replace the session's context")
+        if input.event_store is not conversation.store:
+            raise FollowUpError(session_id, "a follow-up must use the session's own event store")
+        if conversation.lost:
+            raise FollowUpError(session_id, "the previous turn could not store all its events")
+        inherited = replace(
+            admitted,
+            context=conversation.messages,
+            pending=conversation.pending,
+            usage=conversation.usage,
+            revision=conversation.revision,
+        )
+        return self._start(inherited, conversation)
+
+    def _check_idle(self, session_id: str) -> None:
+        conversation = self._conversations.get(session_id)
+        if conversation is not None and conversation.active is not None:
+            raise TurnActiveError(session_id, conversation.active.a.run_id)
+
+    def _start(self, admitted: Admitted, conversation: _Conversation) -> RunStream:
         run = Run(admitted, self._finished)
         self._runs[admitted.run_id] = run
+        conversation.active = run
+        self._conversations[admitted.session_id] = conversation
         return RunStream(run)
 
     def _check_run_id_free(self, run_id: str) -> None:
@@ -178,6 +250,19 @@ class MinimalAgentRuntime:
     def _finished(self, run: Run) -> None:
         self._runs.pop(run.a.run_id, None)
         self._tombstones[run.a.run_id] = run.status
+        conversation = self._conversations.get(run.a.session_id)
+        if conversation is None or conversation.active is not run:
+            return
+        conversation.active = None
+        if run.admission_error is not None:
+            return  # nothing of the turn was stored: the session is as it was
+        if run.poison is not None or run.pairless is not None:
+            conversation.lost = True
+            return
+        conversation.messages = tuple(run.messages)
+        conversation.pending = tuple(run.pending)
+        conversation.usage = run.usage
+        conversation.revision = run.revision
 
     def _lookup(self, run_id: str) -> Run:
         run = self._runs.get(run_id)

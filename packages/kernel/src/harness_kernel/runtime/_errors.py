@@ -10,6 +10,7 @@ __all__ = [
     "AgentRuntimeError",
     "BudgetMetric",
     "EventAppendError",
+    "FollowUpError",
     "InvalidRunInputError",
     "ModelStreamError",
     "ModelTimeoutError",
@@ -19,6 +20,7 @@ __all__ = [
     "RuntimeBudgetExceededError",
     "RuntimeConsumerError",
     "SteeringClosedError",
+    "TurnActiveError",
 ]
 
 BudgetMetric: TypeAlias = Literal["steps", "tokens", "tool_calls"]
@@ -106,3 +108,21 @@ class RuntimeConsumerError(AgentRuntimeError):
 
     def __init__(self, message: str) -> None:
         super().__init__("RUNTIME_CONSUMER_INVALID", message)
+
+
+class TurnActiveError(AgentRuntimeError):
+    """A turn of this session is still running on this runtime; a new one may not run beside it."""
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__("RUNTIME_TURN_ACTIVE", f'session "{session_id}" has an active turn (run "{run_id}")')
+        self.session_id = session_id
+        self.run_id = run_id
+
+
+class FollowUpError(AgentRuntimeError):
+    """A follow-up turn broke a rule of its session (no earlier turn, new context, another store)."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__("RUNTIME_FOLLOW_UP_INVALID", f'follow-up on session "{session_id}": {reason}')
+        self.session_id = session_id
+        self.reason = reason
