@@ -100,6 +100,10 @@ EXPECTED = {
         "expected_metadata: 'dict[str, "
         "object] | FrozenDict | None' = None) -> 'RecoverInterruptedResult'"
     ),
+    "harness_kernel.store:SqliteSessionStore.reopen": (
+        "(self, session_id: 'str', *, owner_id: 'str', lease_ms: 'int', "
+        "expected_metadata: 'dict[str, object] | FrozenDict | None' = None) -> 'SessionRecord'"
+    ),
 }
 
 

@@ -7,12 +7,13 @@ import itertools
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness_kernel._json import FrozenDict
 from harness_kernel.store import (
     MemorySessionStore,
     SessionEventPage,
@@ -93,10 +94,60 @@ class NeverHasMore(MemorySessionStore):
         return SessionEventPage(events=page.events, next_after_seq=page.next_after_seq, has_more=False)
 
 
+async def _overwrite_lease(
+    store: MemorySessionStore, record: SessionRecord, owner_id: str, lease_ms: int
+) -> SessionRecord:
+    """Write ``owner_id``'s lease over the session's through legacy metadata, which checks no lease."""
+    expiry = (await store.current_time() + timedelta(milliseconds=lease_ms)).isoformat()
+    lease = {"ownerId": owner_id, "leaseExpiresAt": expiry}
+    return await store.set_metadata(record.session_id, {**record.metadata, **lease})
+
+
+class ReopensOverLiveLeases(MemorySessionStore):
+    """Reopens an active session by writing the new lease over whatever lease it holds."""
+
+    async def reopen(
+        self,
+        session_id: str,
+        *,
+        owner_id: str,
+        lease_ms: int,
+        expected_metadata: dict[str, object] | FrozenDict | None = None,
+    ) -> SessionRecord:
+        record = await self.get(session_id)
+        if record.status != "active":
+            return await super().reopen(
+                session_id, owner_id=owner_id, lease_ms=lease_ms, expected_metadata=expected_metadata
+            )
+        return await _overwrite_lease(self, record, owner_id, lease_ms)
+
+
+class ReopensAfterLooking(MemorySessionStore):
+    """Looks at the session in one transaction and reopens it in others: racing reopeners all win."""
+
+    async def reopen(
+        self,
+        session_id: str,
+        *,
+        owner_id: str,
+        lease_ms: int,
+        expected_metadata: dict[str, object] | FrozenDict | None = None,
+    ) -> SessionRecord:
+        record = await self.get(session_id)
+        if record.status != "closed":
+            return await super().reopen(
+                session_id, owner_id=owner_id, lease_ms=lease_ms, expected_metadata=expected_metadata
+            )
+        await self._transact(lambda tables: tables.reactivate_session(session_id), write=True)
+        return await _overwrite_lease(self, record, owner_id, lease_ms)
+
+
 MUTANTS: dict[str, tuple[type[MemorySessionStore], str]] = {
     "renews expired leases": (RenewsExpiredLeases, "renewal"),
     "creates before checking": (CreatesBeforeChecking, "lease_arguments"),
     "never has more": (NeverHasMore, "pages"),
+    "reopens over live leases": (ReopensOverLiveLeases, "reopen_active"),
+    "reopens after looking": (ReopensAfterLooking, "reopen_is_once"),
 }
 
 

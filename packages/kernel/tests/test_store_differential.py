@@ -58,6 +58,7 @@ def _operation(draw: st.DrawFn) -> tuple[str, Operation]:
                 "renew",
                 "checkpoint",
                 "recover",
+                "reopen",
                 "delete",
                 "advance",
                 "slice",
@@ -99,6 +100,12 @@ def _operation(draw: st.DrawFn) -> tuple[str, Operation]:
         ),
         "recover": lambda store, _: store.recover_interrupted(
             sid, restored(sid, f"r-{event_id}", f"n{variant}")
+        ),
+        "reopen": lambda store, _: store.reopen(
+            sid,
+            owner_id=owner or "w2",
+            lease_ms=lease_ms or 0,
+            expected_metadata={"n": number} if variant else None,
         ),
         "delete": lambda store, _: store.delete_closed(
             closed_before=START + timedelta(seconds=number), limit=variant + 1

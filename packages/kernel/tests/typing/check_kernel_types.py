@@ -14,6 +14,7 @@ from harness_kernel.store import (
     SequencedEvent,
     SessionEventLog,
     SessionLease,
+    SessionRecord,
     SessionStore,
     SqliteSessionStore,
 )
@@ -56,6 +57,10 @@ async def any_session_store(store: SessionStore, event: Event) -> None:
     runtime_store: EventStore = log
     await runtime_store.append(event)
     await store.close(record.session_id, owner_id="w1")
+    reopened = await store.reopen(
+        record.session_id, owner_id="w2", lease_ms=30_000, expected_metadata=record.metadata
+    )
+    assert_type(reopened, SessionRecord)
 
 
 async def both_stores_are_session_stores(event: Event) -> None:

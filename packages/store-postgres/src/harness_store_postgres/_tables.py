@@ -153,6 +153,12 @@ class PostgresTables:
             (status, closed_at, session_id),
         )
 
+    def reactivate_session(self, session_id: str) -> None:
+        self._connection.execute(
+            "UPDATE harness_sessions SET status = 'active', closed_at = NULL WHERE session_id = %s",
+            (session_id,),
+        )
+
     def update_checkpoint(
         self, session_id: str, revision: int, after_seq: int, payload: str, updated_at: str
     ) -> None:

@@ -143,6 +143,9 @@ class _MemoryTables:
         kept = session.closed_at if session.closed_at is not None else closed_at
         self._put(replace(session, status=status, closed_at=kept))
 
+    def reactivate_session(self, session_id: str) -> None:
+        self._put(replace(self._session(session_id), status="active", closed_at=None))
+
     def update_checkpoint(
         self, session_id: str, revision: int, after_seq: int, payload: str, updated_at: str
     ) -> None:

@@ -60,6 +60,7 @@ __all__ = [
     "read_page",
     "recover_interrupted",
     "renew_lease",
+    "reopen_session",
     "require_session",
     "save_checkpoint",
     "set_metadata",
@@ -79,6 +80,14 @@ def not_found(session_id: str) -> SessionStoreError:
 
 def _closed(record: SessionRecord) -> SessionStoreError:
     return SessionStoreError(SESS_CLOSED, f'session "{record.session_id}" is {record.status}')
+
+
+def _require_metadata(record: SessionRecord, expected: FrozenDict | None) -> None:
+    """With ``expected``, the stored metadata (lease keys included) must still equal it."""
+    if expected is not None and record.metadata != expected:
+        raise SessionStoreError(
+            SESS_RECOVERY_CONFLICT, f'metadata of session "{record.session_id}" has changed'
+        )
 
 
 def require_session(tables: Tables, session_id: str) -> SessionRecord:
@@ -284,7 +293,7 @@ def renew_lease(
     return renewed
 
 
-# ---------------------------------------------------------------- checkpoints and recovery
+# ---------------------------------------------------------------- checkpoints, recovery and reopening
 
 
 def get_checkpoint(tables: Tables, session_id: str) -> SessionCheckpoint | None:
@@ -355,8 +364,7 @@ def recover_interrupted(
 ) -> RecoverInterruptedResult:
     """Close a session whose lease expired, storing its ``session.restored`` event once."""
     record = require_session(tables, session_id)
-    if expected_metadata is not None and record.metadata != expected_metadata:
-        raise SessionStoreError(SESS_RECOVERY_CONFLICT, f'metadata of session "{session_id}" has changed')
+    _require_metadata(record, expected_metadata)
     require_expired_lease(record, now)
     existing = tables.event_row(event.event_id)
     stored = None if existing is None else _duplicate(existing, session_id, event.event_id, payload)
@@ -366,3 +374,26 @@ def recover_interrupted(
         stored = _insert(tables, record, event, payload)
     tables.update_status(session_id, "closed", closed_at)
     return RecoverInterruptedResult(recovered=True, record=require_session(tables, session_id), event=stored)
+
+
+def reopen_session(
+    tables: Tables,
+    session_id: str,
+    *,
+    owner_id: str,
+    expected_metadata: FrozenDict | None,
+    now: datetime,
+    lease: Lease,
+) -> SessionRecord:
+    """Take a closed (or active) session up again under ``owner_id``'s new lease."""
+    record = require_session(tables, session_id)
+    if record.status == "archived":
+        raise _closed(record)
+    _require_metadata(record, expected_metadata)
+    if record.status == "active":
+        require_acquirable(record, owner_id, now)
+    else:
+        # A closed session takes no writes, so its old lease fences nothing and is replaced.
+        tables.reactivate_session(session_id)
+    tables.update_metadata(session_id, metadata_text(record.metadata, lease))
+    return require_session(tables, session_id)

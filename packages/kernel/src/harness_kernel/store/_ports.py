@@ -74,15 +74,16 @@ class SessionStore(Protocol):
     :mod:`harness_kernel.store.conformance`: contiguous per-session ``seq`` from 0, a
     store-wide ``global_seq``, idempotent appends by event id, ownership leases judged by
     the store clock, paged reads, status transitions, checkpoints with revisions,
-    recovery of interrupted sessions, retention, and every ``SESS_*`` code in the same
-    situations. Each operation is atomic; a failure changes nothing.
+    recovery and reopening of interrupted sessions, retention, and every ``SESS_*`` code
+    in the same situations. Each operation is atomic; a failure changes nothing.
     :class:`MemorySessionStore` and :class:`SqliteSessionStore` implement it.
 
     Leases: ``create(…, owner_id=…, lease_ms=…)`` takes a session's lease in the
-    transaction that creates (or reopens) it; ``renew_lease`` extends the holder's live
+    transaction that creates it (or finds it active); ``renew_lease`` extends the holder's live
     lease; every write given ``owner_id`` (append, close, transition, set_metadata) needs
     that owner's live lease, judged by :meth:`current_time`; ``recover_interrupted`` closes
-    only a session whose lease has run out. ``SessionRecord.lease`` shows the lease.
+    only a session whose lease has run out, and ``reopen`` takes a closed session up again
+    under a new owner's lease. ``SessionRecord.lease`` shows the lease.
     """
 
     async def __aenter__(self) -> Self:
@@ -214,6 +215,17 @@ class SessionStore(Protocol):
         expected_metadata: dict[str, object] | FrozenDict | None = None,
     ) -> RecoverInterruptedResult:
         """Close a session whose owner's lease expired, storing its ``session.restored`` event."""
+        ...
+
+    async def reopen(
+        self,
+        session_id: str,
+        *,
+        owner_id: str,
+        lease_ms: int,
+        expected_metadata: dict[str, object] | FrozenDict | None = None,
+    ) -> SessionRecord:
+        """Make a closed (or active) session active under ``owner_id``'s new lease (not an archived one)."""
         ...
 
 

@@ -147,6 +147,11 @@ class _SqliteTables:
             (status, closed_at, session_id),
         )
 
+    def reactivate_session(self, session_id: str) -> None:
+        self._connection.execute(
+            "UPDATE sessions SET status = 'active', closed_at = NULL WHERE session_id = ?", (session_id,)
+        )
+
     def update_checkpoint(
         self, session_id: str, revision: int, after_seq: int, payload: str, updated_at: str
     ) -> None:

@@ -51,6 +51,10 @@ class Tables(Protocol):
         """Set the status; ``closed_at`` is set only if the session has none yet."""
         ...
 
+    def reactivate_session(self, session_id: str) -> None:
+        """Make the session active again, with no ``closed_at`` (the one way back from closed)."""
+        ...
+
     def update_checkpoint(
         self, session_id: str, revision: int, after_seq: int, payload: str, updated_at: str
     ) -> None:

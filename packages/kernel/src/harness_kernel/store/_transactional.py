@@ -92,6 +92,10 @@ def _optional_owner(owner_id: str | None) -> str | None:
     return None if owner_id is None else check_id(owner_id, "owner_id")
 
 
+def _expected_metadata(value: dict[str, object] | FrozenDict | None) -> FrozenDict | None:
+    return None if value is None else caller_metadata(value, "expected_metadata")[0]
+
+
 class TransactionalStore(abc.ABC):
     """The operations of a ``SessionStore`` over ``Tables``; subclasses supply the transaction.
 
@@ -534,14 +538,59 @@ class TransactionalStore(abc.ABC):
             raise SessionStoreError(
                 SESS_INVALID_RECORD, f'recovery needs a session.restored event of session "{sid}"'
             )
-        expected = (
-            None if expected_metadata is None else caller_metadata(expected_metadata, "expected_metadata")[0]
-        )
+        expected = _expected_metadata(expected_metadata)
         now = self._clock()
         stamp = format_time(now) if closed_at is None else check_timestamp(closed_at, "closed_at")
         return await self._transact(
             lambda tables: operations.recover_interrupted(
                 tables, sid, decoded, payload, expected_metadata=expected, now=now, closed_at=stamp
+            ),
+            write=True,
+        )
+
+    async def reopen(
+        self,
+        session_id: str,
+        *,
+        owner_id: str,
+        lease_ms: int,
+        expected_metadata: dict[str, object] | FrozenDict | None = None,
+    ) -> SessionRecord:
+        """Take a session up again under a new lease: the way back from ``recover_interrupted``.
+
+        One transaction. A closed session becomes active again (``closed_at`` cleared; its
+        events, checkpoint and metadata kept) and its lease, whoever held it, is replaced by
+        ``owner_id``'s; an active session's lease is taken as ``create(…, owner_id=…)``
+        takes it (the owner's own lease is renewed, a lapsed one taken over). From then on
+        only ``owner_id``'s owner-fenced writes pass. Of concurrent reopeners of one session
+        exactly one wins; the others meet its live lease.
+
+        Args:
+            session_id: The session.
+            owner_id: The new owner.
+            lease_ms: How long the lease runs from the store clock (1 to 86 400 000).
+            expected_metadata: With it, the session's stored metadata (lease keys included)
+                must still equal it, as read before deciding to reopen.
+
+        Returns:
+            The reopened session's record.
+
+        Raises:
+            SessionStoreError: ``SESS_NOT_FOUND``; ``SESS_CLOSED`` — the session is archived
+                (never reopened); ``SESS_RECOVERY_CONFLICT`` — the metadata differs from
+                ``expected_metadata``; ``SESS_OWNERSHIP_LOST`` — the session is active and
+                another owner's lease is live; ``SESS_INVALID_RECORD`` — a bad id, metadata
+                or ``lease_ms``.
+        """
+        sid = check_id(session_id, "session_id")
+        owner = check_id(owner_id, "owner_id")
+        length = check_lease_ms(lease_ms)
+        expected = _expected_metadata(expected_metadata)
+        now = self._clock()
+        lease = lease_entries(owner, now, length)
+        return await self._transact(
+            lambda tables: operations.reopen_session(
+                tables, sid, owner_id=owner, expected_metadata=expected, now=now, lease=lease
             ),
             write=True,
         )

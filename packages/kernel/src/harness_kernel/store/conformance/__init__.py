@@ -3,7 +3,7 @@
 Every implementation of :class:`harness_kernel.store.SessionStore` — the two in this
 package and any other distribution's — runs the same checks, so all of them agree on
 sequences, idempotent appends, leases and their expiry, pages, metadata, transitions,
-checkpoints, recovery, retention, closing, and every ``SESS_*`` code (each refusal leaving
+checkpoints, recovery, reopening, retention, closing, and every ``SESS_*`` code (each refusal leaving
 the store unchanged). ``SESS_SCHEMA_VERSION`` is raised only while opening a persistent
 store, so it is left to each store's own tests.
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from harness_kernel.store.conformance import _events, _leases, _lifecycle, _refusals, _sessions
+from harness_kernel.store.conformance import _events, _leases, _lifecycle, _refusals, _reopen, _sessions
 from harness_kernel.store.conformance._support import (
     START,
     ConformanceCheck,
@@ -45,6 +45,7 @@ CHECKS: Final[tuple[ConformanceCheck, ...]] = (
     *_events.CHECKS,
     *_leases.CHECKS,
     *_lifecycle.CHECKS,
+    *_reopen.CHECKS,
     *_refusals.CHECKS,
 )
 """Every check of the suite, in a stable order; their names are unique."""

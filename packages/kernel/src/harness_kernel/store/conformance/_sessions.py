@@ -80,6 +80,7 @@ async def _not_found(open_store: StoreFactory) -> None:
                 ("transition", lambda: store.transition("missing", "closed", "archived")),
                 ("set_metadata", lambda: store.set_metadata("missing", {})),
                 ("renew_lease", lambda: store.renew_lease("missing", "w1", lease_ms=1000)),
+                ("reopen", lambda: store.reopen("missing", owner_id="w1", lease_ms=1000)),
                 ("get_checkpoint", lambda: store.get_checkpoint("missing")),
                 (
                     "save_checkpoint",
