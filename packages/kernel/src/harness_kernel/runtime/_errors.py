@@ -9,6 +9,8 @@ from harness_kernel._errors import HarnessError
 __all__ = [
     "AgentRuntimeError",
     "BudgetMetric",
+    "ContextCompactionError",
+    "ContextOverflowError",
     "EventAppendError",
     "FollowUpError",
     "InvalidRunInputError",
@@ -126,3 +128,23 @@ class FollowUpError(AgentRuntimeError):
         super().__init__("RUNTIME_FOLLOW_UP_INVALID", f'follow-up on session "{session_id}": {reason}')
         self.session_id = session_id
         self.reason = reason
+
+
+class ContextOverflowError(AgentRuntimeError):
+    """The context, with the reserve kept for the answer, does not fit the model's window."""
+
+    def __init__(self, occupancy: int, reserve: int, window: int) -> None:
+        super().__init__(
+            "RUNTIME_CONTEXT_OVERFLOW",
+            f"context occupancy {occupancy} + reserve {reserve} exceeds the window {window}",
+        )
+        self.occupancy = occupancy
+        self.reserve = reserve
+        self.window = window
+
+
+class ContextCompactionError(AgentRuntimeError):
+    """A context summary is unusable; the message says why."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("RUNTIME_CONTEXT_COMPACTION_FAILED", message)
