@@ -441,8 +441,8 @@ EXAMPLES: Final[tuple[Example, ...]] = (
             "turnId": "turn-1",
             "version": 1,
             "boundary": "request",
-            "requestId": "req-2",
             "state": {"messages": [{"role": "user", "content": "hi"}]},
+            "requestId": "req-2",
         },
     ),
     (

@@ -251,6 +251,9 @@ EXPECTED: dict[str, set[str]] = {
     },
     "harness_kernel.runtime": {
         "AgentRuntimeError",
+        "ContextCompactionError",
+        "ContextOverflowError",
+        "ContextPolicy",
         "EventAppendError",
         "FollowUpError",
         "InvalidRunInputError",

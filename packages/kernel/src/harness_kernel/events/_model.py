@@ -590,9 +590,9 @@ class RuntimeCheckpointData(EventPayload, frozen=True, kw_only=True):
     session_id: Id
     turn_id: Id
     version: PositiveCount
-    boundary: Literal["request", "response"]
-    request_id: Id
+    boundary: Literal["turn", "request", "response"]
     state: Json
+    request_id: Id | UnsetType = UNSET
 
 
 class TurnResumedData(EventPayload, frozen=True, kw_only=True):

@@ -33,6 +33,7 @@ from harness_kernel.events._model import (
     EventType,
     ModelRequestData,
     RunState,
+    RuntimeCheckpointData,
     RuntimePolicyDecisionData,
     RunUpdatedData,
     TaskPolicyDecisionData,
@@ -371,6 +372,16 @@ def _refine_context_compacted(
         issues.append((join_path(path, "afterTokens"), "must be less than beforeTokens"))
 
 
+def _refine_runtime_checkpoint(
+    raw: Mapping[str, object], valid: Mapping[str, object], path: str, issues: list[SchemaIssue]
+) -> None:
+    boundary = valid.get("boundary")
+    if boundary in ("request", "response") and "requestId" not in raw:
+        issues.append((join_path(path, "requestId"), f"is required at a {boundary} boundary"))
+    if boundary == "turn" and "requestId" in raw:
+        issues.append((join_path(path, "requestId"), "is not allowed at a turn boundary"))
+
+
 def _refine_audit_exported(
     raw: Mapping[str, object], valid: Mapping[str, object], path: str, issues: list[SchemaIssue]
 ) -> None:
@@ -425,6 +436,7 @@ _REFINEMENTS: Final[dict[type[EventPayload], Refinement]] = {
     TurnCompletedData: _refine_revision_pair,
     ModelRequestData: _refine_model_request,
     ContextCompactedData: _refine_context_compacted,
+    RuntimeCheckpointData: _refine_runtime_checkpoint,
     AuditExportedData: _refine_audit_exported,
     RunUpdatedData: _refine_run_updated,
 }

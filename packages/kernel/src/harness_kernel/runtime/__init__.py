@@ -17,8 +17,11 @@ import trio
 
 from harness_kernel.events._model import Event
 from harness_kernel.models._types import ChatMessage, Usage
+from harness_kernel.runtime._context import ContextPolicy
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
+    ContextCompactionError,
+    ContextOverflowError,
     EventAppendError,
     FollowUpError,
     InvalidRunInputError,
@@ -37,6 +40,9 @@ from harness_kernel.runtime._run import Run
 
 __all__ = [
     "AgentRuntimeError",
+    "ContextCompactionError",
+    "ContextOverflowError",
+    "ContextPolicy",
     "EventAppendError",
     "FollowUpError",
     "InvalidRunInputError",

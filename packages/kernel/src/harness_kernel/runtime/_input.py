@@ -14,6 +14,7 @@ from harness_kernel._ids import random_id as default_new_id
 from harness_kernel._json import MAX_SAFE_INTEGER, FrozenDict, has_lone_surrogate
 from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefinition, Usage
 from harness_kernel.policy._permission import PermissionController
+from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import InvalidRunInputError
 from harness_kernel.state import InvalidMessageStateError, create_message_state
 from harness_kernel.store._ports import EventStore
@@ -96,6 +97,11 @@ class RunInput:
     signal: AbortSignal | None = None
     now: Callable[[], str] | None = None
     new_id: Callable[[str], str] | None = None
+    context_policy: ContextPolicy | None = None
+    """Context accounting and compaction (issue #23 §2); ``None`` measures nothing."""
+    checkpoints: bool = False
+    """Store a ``runtime.checkpoint`` at each safe boundary, so the turn can be continued
+    after a restart (issue #23 §3)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -127,6 +133,16 @@ class Admitted:
     now: Callable[[], str]
     new_id: Callable[[str], str]
     advertised: tuple[ToolDefinition, ...] | None
+    policy: ContextPolicy | None = None
+    counter: Callable[..., object] | None = None
+    """The model adapter's ``count_tokens``, when it has one (a provider's tokenizer)."""
+    checkpoints: bool = False
+    last_checkpoint: str | None = None
+    """The event id of the session's last ``runtime.checkpoint`` (a follow-up's base)."""
+    checkpointed: int = 0
+    """How many of ``context``'s messages that checkpoint already covers."""
+    compactions: int = 0
+    """The session's compaction revision so far."""
     pending: tuple[tuple[str, str], ...] = ()
     """Steering inherited from the session's previous turn: (message id, text), oldest first."""
     usage: Usage | None = None
@@ -273,6 +289,10 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
         cast("Callable[[str], str] | None", _captured(value, "new_id", "new_id", optional=True))
         or default_new_id
     )
+    policy = check_context_policy(value.context_policy)
+    counter = _captured(value.model_adapter, "count_tokens", "model_adapter.count_tokens", optional=True)
+    if type(value.checkpoints) is not bool:
+        raise InvalidRunInputError("checkpoints must be a bool")
     check_run_id(run_id)
     advertised = _advertised(tools, workspace)
     return Admitted(
@@ -301,4 +321,7 @@ def admit(value: object, *, check_run_id: Callable[[str], None]) -> Admitted:
         now=now,
         new_id=new_id,
         advertised=advertised,
+        policy=policy,
+        counter=counter if policy is not None else None,
+        checkpoints=value.checkpoints,
     )

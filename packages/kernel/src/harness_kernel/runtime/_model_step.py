@@ -13,16 +13,16 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from harness_kernel._bounded import BoundedJsonError, bounded_json
-from harness_kernel._gate import error_code
 from harness_kernel._ids import is_id
-from harness_kernel._json import MAX_SAFE_INTEGER, has_lone_surrogate
+from harness_kernel._json import has_lone_surrogate
 from harness_kernel.events._model import (
     AssistantMessageCompletedData,
+    ContextAccountedData,
     Event,
     MessageDeltaData,
     ModelRequestData,
@@ -38,19 +38,18 @@ from harness_kernel.models._types import (
     TextDeltaFrame,
     ToolCall,
     ToolCallFrame,
-    Usage,
     UserMessage,
 )
+from harness_kernel.runtime._compaction import compact_if_needed
+from harness_kernel.runtime._context import check_window
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     ModelStreamError,
     ModelTimeoutError,
     RuntimeBudgetExceededError,
 )
+from harness_kernel.runtime._response import add_usage, check_response, close_iterator, stream_failed
 from harness_kernel.runtime._shared import (
-    CLEANUP_GRACE,
-    MAX_CALLS,
-    MAX_CONTENT,
     MAX_DELTA,
     MAX_TRANSCRIPT_BYTES,
     Canceled,
@@ -70,6 +69,9 @@ async def model_round(run: Run) -> AsyncGenerator[None, None]:
     async for _ in _check_budget(run):
         yield
     run.check_cancel()
+    if run.a.policy is not None:
+        async for _ in compact_if_needed(run):
+            yield
     request_id = run.new_id("req")
     output_id = run.new_id("msg")
     messages = await _record_request(run, request_id)
@@ -109,26 +111,50 @@ async def _check_budget(run: Run) -> AsyncGenerator[None, None]:
 
 
 async def _record_request(run: Run, request_id: str) -> tuple[ChatMessage, ...]:
-    """Apply the pending steering and append ``model.request`` (spec §8.5 step 2, issue #23).
+    """Apply the pending steering, account for the context and append ``model.request``
+    (spec §8.5 step 2; issue #23).
 
     Under the writer lock, so a ``steer`` either lands before this request (and is applied
     to it, ``steering.applied`` before ``model.request``) or waits for the next boundary; it
-    is never spliced into a request already in flight. The events need no acknowledgement
-    between them: one batch.
+    is never spliced into a request already in flight. With a context policy the request is
+    measured first (``context.accounted``); one over the window raises
+    :class:`ContextOverflowError` before anything changes. With checkpoints on, the request's
+    ``runtime.checkpoint`` goes in the same batch. The events need no acknowledgement between
+    them: one batch.
     """
     a = run.a
     messages: tuple[ChatMessage, ...] = ()
     events: list[Event] = []
     with trio.CancelScope(shield=True):
         async with run.writer:
-            for message_id, text in run.pending:
-                run.messages.append(UserMessage(content=text))
+            steering = [UserMessage(content=text) for _, text in run.pending]
+            policy = a.policy
+            measured = None
+            if policy is not None:
+                measured = run.measure(steering)
+                check_window(measured.tokens, policy)
+            for (message_id, _), message in zip(run.pending, steering, strict=True):
+                run.messages.append(message)
                 run.revision += 1
                 applied = SteeringAppliedData(
                     **run.ids(), message_id=message_id, request_id=request_id, message_revision=run.revision
                 )
                 events.append(run.event("steering.applied", applied))
             messages = tuple(run.messages)
+            if policy is not None and measured is not None:
+                accounted = ContextAccountedData(
+                    **run.ids(),
+                    request_id=request_id,
+                    messages=len(messages),
+                    tokens=measured.tokens,
+                    method=measured.method,
+                    window_tokens=policy.window_tokens,
+                    threshold_tokens=policy.threshold_tokens,
+                    reserve_tokens=policy.reserve_tokens,
+                )
+                events.append(run.event("context.accounted", accounted))
+            if a.checkpoints:
+                events.append(run.checkpoint("request", request_id))
             request = ModelRequestData(
                 request_id=request_id,
                 model=a.model,
@@ -204,7 +230,7 @@ class _Pull:
             if not round_controller.signal.aborted:
                 round_controller.abort(ModelStreamError("model request stream closed"))
             if iterator is not None:
-                await _close_iterator(iterator)
+                await close_iterator(iterator)
 
     def _open(self, request: ModelRequest) -> object:
         run = self.run
@@ -216,7 +242,7 @@ class _Pull:
         except (AgentRuntimeError, Canceled):
             raise
         except Exception as error:
-            raise _stream_failed(error) from error
+            raise stream_failed(error) from error
         if inspect.iscoroutine(result):
             result.close()
             raise ModelStreamError("model stream must return an async iterator")
@@ -241,7 +267,7 @@ class _Pull:
             run.check_cancel()
             if trio.current_time() >= self.deadline:
                 self._timeout()
-            raise _stream_failed(error) from error
+            raise stream_failed(error) from error
         if scope.cancelled_caught or run.cancel_requested:
             self._interrupted()
         return frame
@@ -275,7 +301,7 @@ class _Pull:
             self.calls.append(_check_call(run, frame.call, self.calls))
         elif type(frame) is ResponseCompletedFrame:
             assert isinstance(frame, ResponseCompletedFrame)
-            self.response = _check_response(frame.response, self.deltas, self.calls)
+            self.response = check_response(frame.response, self.deltas, self.calls)
         else:
             raise ModelStreamError("model stream sent an invalid frame")
         return False
@@ -300,7 +326,7 @@ async def _record_response(
     a = run.a
     for call in calls:
         run.model_call_ids.add(call.id)
-    run.usage = _add_usage(run.usage, response.usage)
+    run.usage = add_usage(run.usage, response.usage)
     finish = response.finish_reason
     recorded = ModelResponseData(
         request_id=request_id,
@@ -324,7 +350,14 @@ async def _record_response(
         state_version=1,
         message_revision=run.revision,
     )
-    if await run.publish("message.completed", message):
+    if a.checkpoints and finish == "tool_calls":
+        # The calls survive a crash with their message: one batch (issue #23 §3).
+        run.check_cancel()
+        message_event = run.event("message.completed", message)
+        await run.append_batch((message_event, run.checkpoint("response", request_id)))
+        if not run.cancel_requested:
+            yield
+    elif await run.publish("message.completed", message):
         yield
     if finish != "tool_calls":
         run.check_cancel()
@@ -353,30 +386,6 @@ async def _record_response(
         raise ModelStreamError("model reported an error finish")
 
 
-async def _close_iterator(iterator: Any) -> None:
-    close: object = getattr(iterator, "aclose", None)
-    if not callable(close):
-        return
-    with trio.CancelScope(deadline=trio.current_time() + CLEANUP_GRACE, shield=True):
-        try:
-            result = close()
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            pass
-
-
-def _add_usage(used: Usage, usage: Usage) -> Usage:
-    total = Usage(
-        prompt_tokens=used.prompt_tokens + usage.prompt_tokens,
-        completion_tokens=used.completion_tokens + usage.completion_tokens,
-        total_tokens=used.total_tokens + usage.total_tokens,
-    )
-    if max(total.prompt_tokens, total.completion_tokens, total.total_tokens) > MAX_SAFE_INTEGER:
-        raise ModelStreamError("cumulative model usage exceeds 2**53-1")
-    return total
-
-
 def _check_call(run: Run, call: object, seen: list[ToolCall]) -> ToolCall:
     """A streamed tool call, checked: ids, no repeat in the run, bounded JSON arguments."""
     if type(call) is not ToolCall:
@@ -394,57 +403,3 @@ def _check_call(run: Run, call: object, seen: list[ToolCall]) -> ToolCall:
         raise ModelStreamError("tool transcript exceeds 4 MiB")
     run.transcript += len(wire)
     return ToolCall(id=call.id, name=call.name, arguments=arguments)
-
-
-def _check_response(response: object, deltas: list[str], calls: list[ToolCall]) -> CompletionResponse:
-    """The completion, checked against its own rules and against what was streamed."""
-    if type(response) is not CompletionResponse:
-        raise ModelStreamError("model completion must be a CompletionResponse")
-    assert isinstance(response, CompletionResponse)
-    content: object = response.content
-    if type(content) is not str or len(content) > MAX_CONTENT or has_lone_surrogate(content):
-        raise ModelStreamError("model completion content is invalid")
-    usage: object = response.usage
-    if type(usage) is not Usage:
-        raise ModelStreamError("model completion usage must be a Usage")
-    assert isinstance(usage, Usage)
-    counts: tuple[object, ...] = (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens)
-    if not all(type(n) is int and 0 <= n <= MAX_SAFE_INTEGER for n in counts) or (
-        usage.total_tokens != usage.prompt_tokens + usage.completion_tokens
-    ):
-        raise ModelStreamError("model completion usage is invalid")
-    finish: object = response.finish_reason
-    if type(finish) is not str or finish not in ("stop", "tool_calls", "length", "error"):
-        raise ModelStreamError("model completion finish reason is invalid")
-    if deltas and "".join(deltas) != content:
-        raise ModelStreamError("model completion content differs from the streamed text")
-    _check_completed_calls(response.tool_calls, finish, calls)
-    return response
-
-
-def _check_completed_calls(completed: object, finish: str, calls: list[ToolCall]) -> None:
-    if type(completed) is not tuple and type(completed) is not list:
-        raise ModelStreamError("model completion tool calls are invalid")
-    items = cast("tuple[object, ...] | list[object]", completed)
-    if len(items) > MAX_CALLS:
-        raise ModelStreamError(f"model completion has more than {MAX_CALLS} tool calls")
-    if (finish == "tool_calls") != bool(items) or len(items) != len(calls):
-        raise ModelStreamError("model completion tool calls do not match the stream")
-    for streamed, final in zip(calls, items, strict=True):
-        if type(final) is not ToolCall:
-            raise ModelStreamError("model completion tool calls are invalid")
-        assert isinstance(final, ToolCall)
-        try:
-            arguments, _ = bounded_json(final.arguments)
-        except BoundedJsonError as error:
-            raise ModelStreamError("model completion tool call arguments are not bounded JSON") from error
-        if final.id != streamed.id or final.name != streamed.name or arguments != streamed.arguments:
-            raise ModelStreamError("model completion tool calls do not match the stream")
-
-
-def _stream_failed(error: Exception) -> ModelStreamError:
-    """The run's failure for an adapter's exception: with its stable code when it has one
-    (a provider's ``ModelError``: ``MODEL_AUTH_FAILED``, ``MODEL_RATE_LIMITED`` …), never
-    its message, which a foreign adapter might have filled with anything."""
-    code = error_code(error)
-    return ModelStreamError("model stream failed" if code is None else f"model stream failed: {code}")

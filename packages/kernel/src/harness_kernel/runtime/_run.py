@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from contextlib import contextmanager
 
 import trio
@@ -33,11 +33,20 @@ from harness_kernel.events._model import (
     Event,
     EventData,
     EventType,
+    RuntimeCheckpointData,
     SteeringQueuedData,
     TurnStartedData,
     UserMessageCompletedData,
 )
-from harness_kernel.models._types import ChatMessage, Usage, UserMessage
+from harness_kernel.models._types import ChatMessage, ModelRequest, Usage, UserMessage
+from harness_kernel.runtime._checkpoint import CHECKPOINT_VERSION, Boundary, checkpoint_state
+from harness_kernel.runtime._context import (
+    Estimate,
+    estimate,
+    message_bytes,
+    request_bytes_from_sizes,
+    request_fixed_bytes,
+)
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     BudgetMetric,
@@ -106,6 +115,12 @@ class Run:
         self.agent_id = ""
         self.input_message_id = ""
         self.output_message_id: str | None = None
+        self.last_checkpoint = admitted.last_checkpoint
+        self.checkpointed = admitted.checkpointed
+        self.compactions = admitted.compactions
+        self.sizes: list[int] = []
+        """``message_bytes`` of ``messages[: len(sizes)]``, kept for the context estimate."""
+        self.fixed_bytes: int | None = None
         if admitted.signal is not None and admitted.signal.aborted:
             self.request_cancel()
 
@@ -253,6 +268,69 @@ class Run:
             return create_event(event_type, data, event_id=event_id, at=at, actor=actor)
         except Exception as error:
             raise InvalidRunInputError(f"cannot build {event_type} event: {error}") from error
+
+    def checkpoint(self, boundary: Boundary, request_id: str | None = None) -> Event:
+        """A ``runtime.checkpoint`` of the context as it is now: the messages added since the
+        session's last checkpoint (all of them after a compaction) and the run's accounting.
+
+        The run counts the checkpoint as taken at once: it is appended in the batch it was
+        built for, and a failed append poisons the run anyway.
+
+        Raises:
+            CheckpointError: the checkpoint would be over its bounds.
+        """
+        fresh = self.checkpointed == 0
+        state = checkpoint_state(
+            base=None if fresh else self.last_checkpoint,
+            added=self.messages[self.checkpointed :],
+            message_count=len(self.messages),
+            message_revision=self.revision,
+            usage=self.usage,
+            model_requests=self.model_requests,
+            tool_calls=self.tool_calls,
+        )
+        data = RuntimeCheckpointData(
+            **self.ids(),
+            version=CHECKPOINT_VERSION,
+            boundary=boundary,
+            state=state,
+            request_id=or_unset(request_id),
+        )
+        event = self.event("runtime.checkpoint", data)
+        self.last_checkpoint = event.event_id
+        self.checkpointed = len(self.messages)
+        return event
+
+    def measure(self, extra: Sequence[ChatMessage] = ()) -> Estimate:
+        """The context estimate of ``messages`` followed by ``extra`` (issue #23 §2).
+
+        Message sizes are kept between requests, so a boundary measures only the messages
+        added since the last one; a provider's tokenizer, when the adapter has one, counts
+        the whole request instead.
+        """
+        a = self.a
+        messages = self.messages
+        if a.counter is not None:
+            return estimate([*messages, *extra], system=a.system, tools=a.advertised, counter=self)
+        sizes = self.sizes
+        for message in messages[len(sizes) :]:
+            sizes.append(message_bytes(message))
+        if self.fixed_bytes is None:
+            self.fixed_bytes = request_fixed_bytes(system=a.system, tools=a.advertised)
+        every = sizes if not extra else [*sizes, *(message_bytes(message) for message in extra)]
+        tokens = request_bytes_from_sizes(every, fixed=self.fixed_bytes)
+        return Estimate(tokens=tokens, method="utf8-bytes", messages=len(every))
+
+    def count_tokens(self, request: ModelRequest) -> object:
+        """The adapter's tokenizer (:class:`~harness_kernel.runtime._context.TokenCounter`)."""
+        assert self.a.counter is not None
+        return self.a.counter(request)
+
+    def replace_context(self, messages: Sequence[ChatMessage]) -> None:
+        """Make ``messages`` the context (a compaction): the next checkpoint starts afresh."""
+        self.messages = list(messages)
+        self.sizes = []
+        self.checkpointed = 0
 
     def ids(self) -> RunIds:
         """The run, session and turn ids every run event carries."""
@@ -438,8 +516,11 @@ class Run:
                 message_revision=self.revision,
             ),
         )
-        # No acknowledgement wait between the three (spec §8.4): one batch, one commit.
-        await self.append_batch((agent_started, turn_started, user_message))
+        batch = (agent_started, turn_started, user_message)
+        if a.checkpoints:
+            batch = (*batch, self.checkpoint("turn"))
+        # No acknowledgement wait between them (spec §8.4): one batch, one commit.
+        await self.append_batch(batch)
 
     def end(self, status: str) -> None:
         """Mark the run ended with ``status`` and tell the runtime (exactly once)."""
