@@ -173,6 +173,9 @@ class _Conversation:
     pending: tuple[tuple[str, str], ...] = ()
     usage: Usage | None = None
     revision: int = 0
+    last_checkpoint: str | None = None
+    checkpointed: int = 0
+    compactions: int = 0
     active: Run | None = None
     lost: bool = False
     """A turn's events were not all stored; the session cannot go on from this runtime's memory."""
@@ -234,6 +237,9 @@ class MinimalAgentRuntime:
             pending=conversation.pending,
             usage=conversation.usage,
             revision=conversation.revision,
+            last_checkpoint=conversation.last_checkpoint,
+            checkpointed=conversation.checkpointed,
+            compactions=conversation.compactions,
         )
         return self._start(inherited, conversation)
 
@@ -269,6 +275,9 @@ class MinimalAgentRuntime:
         conversation.pending = tuple(run.pending)
         conversation.usage = run.usage
         conversation.revision = run.revision
+        conversation.last_checkpoint = run.last_checkpoint
+        conversation.checkpointed = run.checkpointed
+        conversation.compactions = run.compactions
 
     def _lookup(self, run_id: str) -> Run:
         run = self._runs.get(run_id)
