@@ -10,13 +10,24 @@ model request; ``cancel`` (and ``aclose``) end the run with the canceled termina
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
+from typing import Any
 
 import trio
 
 from harness_kernel.events._model import Event
-from harness_kernel.models._types import ChatMessage, Usage
+from harness_kernel.models._types import ChatMessage, ModelAdapter, Usage
+from harness_kernel.policy._permission import PermissionController
+from harness_kernel.runtime._checkpoint import (
+    CheckpointError,
+    CheckpointVersionError,
+    RuntimeCheckpoint,
+    decode_checkpoint,
+    next_request,
+    rebuild_context,
+)
 from harness_kernel.runtime._context import ContextPolicy
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
@@ -36,13 +47,22 @@ from harness_kernel.runtime._errors import (
     TurnActiveError,
 )
 from harness_kernel.runtime._input import Admitted, RunInput, RuntimeBudget, admit, check_id
+from harness_kernel.runtime._resume import ContinuationError, ResumePlan, plan_continuation
 from harness_kernel.runtime._run import Run
+from harness_kernel.store._ports import EventStore, SessionStore
+from harness_kernel.store._records import PAGE_MAX_LIMIT
+from harness_tools import ToolRegistry
+from harness_workspace import AbortSignal
 
 __all__ = [
     "AgentRuntimeError",
+    "CheckpointError",
+    "CheckpointVersionError",
     "ContextCompactionError",
     "ContextOverflowError",
     "ContextPolicy",
+    "ContinuationError",
+    "ContinueInput",
     "EventAppendError",
     "FollowUpError",
     "InvalidRunInputError",
@@ -56,9 +76,14 @@ __all__ = [
     "RunTerminalError",
     "RuntimeBudget",
     "RuntimeBudgetExceededError",
+    "RuntimeCheckpoint",
     "RuntimeConsumerError",
     "SteeringClosedError",
     "TurnActiveError",
+    "decode_checkpoint",
+    "next_request",
+    "plan_continuation",
+    "rebuild_context",
 ]
 
 
@@ -163,6 +188,44 @@ class RunStream:
         await self.aclose()
 
 
+CONTINUED_INPUT = "(continued)"
+"""The admission text of a continued turn; its user message is already stored."""
+MAX_LEASE_MS = 2**31 - 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContinueInput:
+    """What :meth:`MinimalAgentRuntime.continue_session` needs (issue #23 §3).
+
+    ``sessions`` is the session store: its lease fences the continuation and its events
+    say where the turn stands. ``event_store`` receives the continued turn's events (for
+    example ``sessions.event_log(session_id, owner_id=owner_id)``). The remaining fields
+    are those of :class:`RunInput`, with the same admission rules; checkpoints are always on.
+    """
+
+    session_id: str
+    sessions: SessionStore
+    owner_id: str
+    lease_ms: int
+    event_store: EventStore
+    model: str
+    model_adapter: ModelAdapter
+    tools: ToolRegistry | None = None
+    permission: PermissionController | None = None
+    budget: RuntimeBudget | None = None
+    model_timeout_ms: int | None = 60_000
+    task_id: str | None = None
+    workspace: object | None = None
+    system: str | None = None
+    max_tokens: int | None = None
+    provider_options: dict[str, Any] | None = None
+    signal: AbortSignal | None = None
+    now: Callable[[], str] | None = None
+    new_id: Callable[[str], str] | None = None
+    context_policy: ContextPolicy | None = None
+    resend_uncertain: bool = False
+
+
 @dataclass(eq=False, slots=True)
 class _Conversation:
     """What a session's next turn on this runtime inherits (issue #23 §1)."""
@@ -243,13 +306,98 @@ class MinimalAgentRuntime:
         )
         return self._start(inherited, conversation)
 
+    async def continue_session(self, input: ContinueInput) -> RunStream:
+        """Continue the interrupted last turn of a stored session, after a process restart.
+
+        First the session's lease is taken for ``input.owner_id`` (``SessionStore.reopen``):
+        a competing recovery holding a live lease is refused, and a process that lost the
+        lease can no longer write. Then the session's events are read, and the turn is
+        continued from its last runtime checkpoint (:func:`plan_continuation`), exactly once:
+        a turn that has ended has nothing to continue. A model request stored without a
+        recorded answer is never sent again unless ``resend_uncertain``; a tool call that was
+        under way gets an interrupted result and is never run again; a cancellation (an
+        aborted ``signal``) persists the canceled pair without calling the model.
+
+        The lease lasts ``lease_ms``; a caller whose continued turn may run longer renews it
+        (``SessionStore.renew_lease``). Afterwards :meth:`follow_up` works on this runtime
+        with the same ``event_store``.
+
+        Raises:
+            InvalidRunInputError: a field breaks its admission rule.
+            TurnActiveError: a turn of this session runs on this runtime.
+            SessionStoreError: the lease could not be taken (``SESS_OWNERSHIP_LOST``,
+                ``SESS_NOT_FOUND`` …) or the events could not be read.
+            ContinuationError: the session has no interrupted turn with a checkpoint.
+            CheckpointError: a checkpoint is invalid, of an unknown version, or breaks the chain.
+        """
+        if type(input) is not ContinueInput:
+            raise InvalidRunInputError("continue input must be a ContinueInput")
+        session_id = check_id(input.session_id, "session_id")
+        owner_id = check_id(input.owner_id, "owner_id")
+        lease_ms: object = input.lease_ms
+        if type(lease_ms) is not int or not 1 <= lease_ms <= MAX_LEASE_MS:
+            raise InvalidRunInputError(f"lease_ms must be an int of 1..{MAX_LEASE_MS}")
+        if type(input.resend_uncertain) is not bool:
+            raise InvalidRunInputError("resend_uncertain must be a bool")
+        self._check_idle(session_id)
+        sessions = input.sessions
+        await sessions.reopen(session_id, owner_id=owner_id, lease_ms=lease_ms)
+        events: list[Event] = []
+        after = -1
+        while True:
+            page = await sessions.read(session_id, after_seq=after, limit=PAGE_MAX_LIMIT)
+            events.extend(item.event for item in page.events)
+            if not page.has_more:
+                break
+            after = page.next_after_seq
+        plan = plan_continuation(events, session_id)
+        run_input = RunInput(
+            run_id=plan.run_id,
+            session_id=session_id,
+            turn_id=plan.turn_id,
+            input=CONTINUED_INPUT,
+            model=input.model,
+            model_adapter=input.model_adapter,
+            event_store=input.event_store,
+            tools=input.tools,
+            permission=input.permission,
+            budget=input.budget,
+            model_timeout_ms=input.model_timeout_ms,
+            task_id=input.task_id,
+            workspace=input.workspace,
+            system=input.system,
+            max_tokens=input.max_tokens,
+            provider_options=input.provider_options,
+            signal=input.signal,
+            now=input.now,
+            new_id=input.new_id,
+            context_policy=input.context_policy,
+            checkpoints=True,
+        )
+        admitted = admit(run_input, check_run_id=self._check_run_id_free)
+        self._check_idle(session_id)
+        continued = replace(
+            admitted,
+            context=plan.messages,
+            pending=plan.pending,
+            usage=plan.usage,
+            revision=plan.revision,
+            last_checkpoint=plan.checkpoint.event_id,
+            checkpointed=plan.checkpointed,
+            compactions=plan.compactions,
+            resend_uncertain=input.resend_uncertain,
+        )
+        return self._start(continued, _Conversation(store=input.event_store), resume=plan)
+
     def _check_idle(self, session_id: str) -> None:
         conversation = self._conversations.get(session_id)
         if conversation is not None and conversation.active is not None:
             raise TurnActiveError(session_id, conversation.active.a.run_id)
 
-    def _start(self, admitted: Admitted, conversation: _Conversation) -> RunStream:
-        run = Run(admitted, self._finished)
+    def _start(
+        self, admitted: Admitted, conversation: _Conversation, resume: ResumePlan | None = None
+    ) -> RunStream:
+        run = Run(admitted, self._finished, resume)
         self._runs[admitted.run_id] = run
         conversation.active = run
         self._conversations[admitted.session_id] = conversation

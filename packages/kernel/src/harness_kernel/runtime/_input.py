@@ -143,6 +143,8 @@ class Admitted:
     """How many of ``context``'s messages that checkpoint already covers."""
     compactions: int = 0
     """The session's compaction revision so far."""
+    resend_uncertain: bool = False
+    """A continued turn may send its uncertain model request again (``ContinueInput``)."""
     pending: tuple[tuple[str, str], ...] = ()
     """Steering inherited from the session's previous turn: (message id, text), oldest first."""
     usage: Usage | None = None

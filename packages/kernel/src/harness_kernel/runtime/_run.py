@@ -18,6 +18,7 @@ import math
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from contextlib import contextmanager
+from typing import Final
 
 import trio
 
@@ -35,10 +36,14 @@ from harness_kernel.events._model import (
     EventType,
     RuntimeCheckpointData,
     SteeringQueuedData,
+    ToolMessageCompletedData,
+    ToolResultData,
+    ToolResultErrorData,
+    TurnResumedData,
     TurnStartedData,
     UserMessageCompletedData,
 )
-from harness_kernel.models._types import ChatMessage, ModelRequest, Usage, UserMessage
+from harness_kernel.models._types import ChatMessage, ModelRequest, ToolMessage, Usage, UserMessage
 from harness_kernel.runtime._checkpoint import CHECKPOINT_VERSION, Boundary, checkpoint_state
 from harness_kernel.runtime._context import (
     Estimate,
@@ -59,6 +64,7 @@ from harness_kernel.runtime._errors import (
 )
 from harness_kernel.runtime._input import Admitted
 from harness_kernel.runtime._model_step import model_round
+from harness_kernel.runtime._resume import ContinuationError, ResumePlan, tool_content
 from harness_kernel.runtime._shared import (
     FINISHED,
     MAX_PENDING_STEERING,
@@ -69,16 +75,35 @@ from harness_kernel.runtime._shared import (
     or_unset,
 )
 from harness_kernel.runtime._terminal import record_terminal
+from harness_kernel.runtime._tool_step import ToolStep
 from harness_workspace import AbortController, move_on_abort
 
-__all__ = ["Run"]
+__all__ = ["INTERRUPTED_TOOL_NOTE", "Run"]
+
+INTERRUPTED_TOOL_NOTE: Final = (
+    "the turn was interrupted while this call was under way; it may or may not have taken effect,"
+    " and it is not run again"
+)
+_METRICS: Final[tuple[BudgetMetric, ...]] = ("steps", "tokens", "tool_calls")
+
+
+def _resume_note(plan: ResumePlan) -> str | None:
+    if plan.next == "uncertain":
+        return "a model request was in flight when the turn was interrupted"
+    if plan.open_call is not None and plan.open_call.result is None:
+        return "a tool call was under way when the turn was interrupted"
+    return None
 
 
 class Run:
     """The state and producer of one admitted run."""
 
-    def __init__(self, admitted: Admitted, on_finish: Callable[[Run], None]) -> None:
+    def __init__(
+        self, admitted: Admitted, on_finish: Callable[[Run], None], resume: ResumePlan | None = None
+    ) -> None:
         self.a = admitted
+        self.resume = resume
+        """Where an interrupted turn stands, when this run continues it (issue #23 §3)."""
         self.status = "registered"
         self.queue: deque[Event] = deque()
         # The driver lock keeps trio.Lock's scheduling point: one per delivered event, where
@@ -453,7 +478,10 @@ class Run:
     # ------------------------------------------------------------ producer
     async def _produce(self) -> AsyncGenerator[None, None]:
         try:
-            await self._admit()
+            if self.resume is None:
+                await self._admit()
+            else:
+                await self._resume_admit(self.resume)
         except AgentRuntimeError as error:
             self.admission_error = error
             self.error = error
@@ -541,7 +569,88 @@ class Run:
         )
         return await self.publish("budget.warning", warning)
 
+    async def _resume_admit(self, plan: ResumePlan) -> None:
+        """Take up an interrupted turn: ``turn.resumed``, and the result of an open call.
+
+        An open call whose result was stored gets its tool message rebuilt from it; one
+        without a result may have had its effect, so it is never run again: it gets an
+        interrupted result, which the model sees at the next request.
+        """
+        if self.status == "registered":
+            self.status = "running"
+        self.agent_id = plan.agent_id
+        self.input_message_id = plan.input_message_id
+        self.output_message_id = plan.output_message_id
+        self.model_requests = plan.model_requests
+        self.tool_calls = plan.tool_calls
+        self.warned = {metric for metric in _METRICS if metric in plan.warned}
+        self.model_call_ids = set(plan.model_call_ids)
+        self.transcript = plan.transcript
+        opened = plan.open_call
+        resumed = TurnResumedData(
+            **self.ids(),
+            checkpoint_event_id=plan.checkpoint.event_id,
+            abandoned_request_id=or_unset(plan.abandoned_request_id),
+            interrupted_calls=int(opened is not None and opened.result is None),
+            note=or_unset(_resume_note(plan)),
+        )
+        events = [self.event("turn.resumed", resumed)]
+        if opened is not None:
+            result = opened.result
+            if result is None:
+                failure = ToolResultErrorData(code="TOOL_INTERRUPTED", message=INTERRUPTED_TOOL_NOTE)
+                result = ToolResultData(
+                    call_id=opened.call_id, tool=opened.call.name, ok=False, error=failure, **self.ids()
+                )
+                events.append(self.event("tool.result", result))
+            message_id = self.new_id("msg")
+            content = tool_content(result)
+            self.messages.append(
+                ToolMessage(content=content, name=opened.call.name, tool_call_id=opened.call.id)
+            )
+            self.revision += 1
+            message = ToolMessageCompletedData(
+                **self.ids(),
+                message_id=message_id,
+                role="tool",
+                name=opened.call.name,
+                tool_call_id=opened.call.id,
+                content=content,
+                state_version=1,
+                message_revision=self.revision,
+            )
+            events.append(self.event("message.completed", message))
+        await self.append_batch(tuple(events))
+
+    async def _resumed(self, plan: ResumePlan) -> AsyncGenerator[None, None]:
+        """The continued turn's first step, from where it was interrupted."""
+        self.check_cancel()
+        if plan.next == "uncertain" and not self.a.resend_uncertain:
+            raise ContinuationError(
+                plan.session_id,
+                f"model request {plan.abandoned_request_id} was in flight when the turn was interrupted;"
+                " it is not sent again",
+            )
+        if plan.next == "fail":
+            raise ModelStreamError(plan.note or "model reported an error finish")
+        if plan.next == "complete":
+            with trio.CancelScope(shield=True):
+                async with self.writer:
+                    if not self.pending:
+                        self.status = "completing"
+            return
+        if plan.next == "tools":
+            assert plan.request_id is not None
+            for call in plan.remaining:
+                async for _ in ToolStep(self, call, plan.request_id).steps():
+                    yield
+
     async def _loop(self) -> AsyncGenerator[None, None]:
+        if self.resume is not None:
+            async for _ in self._resumed(self.resume):
+                yield
+            if self.status == "completing":
+                return
         while True:
             async for _ in model_round(self):
                 yield
