@@ -4,10 +4,13 @@ round when the model stops with steering pending, FIFO, typed refusals, one term
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from runtime_helpers import d, make_input, pure_tool, registry, tool_turn, types
 
 from harness_kernel.events import Event
@@ -17,6 +20,7 @@ from harness_kernel.runtime import (
     MinimalAgentRuntime,
     RunStream,
     RunTerminalError,
+    RuntimeBudget,
 )
 from harness_kernel.store import MemoryEventStore
 
@@ -227,3 +231,58 @@ async def test_a_steer_after_cancellation_was_requested_is_refused_and_stores_no
         await stream.steer("no")
     assert "steering.queued" not in types(store.events)
     assert types(store.events)[-2:] == ["turn.completed", "agent.stopped"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steer_at=st.lists(st.integers(0, 30), max_size=6),
+    cancel_at=st.one_of(st.none(), st.integers(0, 30)),
+    rounds=st.integers(1, 3),
+)
+def test_any_interleaving_of_steers_and_cancel_ends_once_and_loses_no_steer(
+    steer_at: list[int], cancel_at: int | None, rounds: int
+) -> None:
+    async def execute(params: dict[str, object], context: object = None) -> object:
+        return {"ok": True}
+
+    async def scenario() -> None:
+        turns = [tool_turn((f"m{i}", "probe", {})) for i in range(rounds)] + [
+            ScriptedTurn(content=f"answer {i}") for i in range(8)
+        ]
+        model = FakeModel(turns)
+        store = MemoryEventStore()
+        runtime = MinimalAgentRuntime()
+        stream = runtime.run(
+            make_input(
+                model, store, tools=registry(pure_tool("probe", execute)), budget=RuntimeBudget(max_steps=12)
+            )
+        )
+        taken: list[str] = []
+        delivered: list[Event] = []
+        async with stream:
+            async for event in stream:
+                delivered.append(event)
+                index = len(delivered)
+                for _ in range(steer_at.count(index)):
+                    with contextlib.suppress(RunTerminalError):
+                        taken.append(await stream.steer(f"steer at {index}"))
+                if cancel_at == index:
+                    with contextlib.suppress(RunTerminalError):
+                        await runtime.cancel("run-1")
+        stored = list(store.events)
+        assert [e.event_id for e in stored] == [e.event_id for e in delivered]
+        kinds = types(stored)
+        assert kinds.count("turn.completed") == 1
+        assert kinds[-1] == "agent.stopped"
+        queued = [d(e).message_id for e in stored if e.type == "steering.queued"]
+        applied = [d(e).message_id for e in stored if e.type == "steering.applied"]
+        assert queued == taken
+        assert len(set(applied)) == len(applied)
+        assert applied == queued[: len(applied)]
+        for i, kind in enumerate(kinds):
+            if kind == "steering.applied":
+                assert kinds[i + 1] in ("steering.applied", "model.request")
+        if d(stored[-2]).status == "completed":
+            assert applied == queued
+
+    trio.run(scenario)
