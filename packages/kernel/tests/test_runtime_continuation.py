@@ -21,6 +21,7 @@ from harness_kernel.models import FakeModel, ScriptedTurn, ToolMessage, UserMess
 from harness_kernel.runtime import (
     CheckpointError,
     CheckpointVersionError,
+    ContextPolicy,
     ContinuationError,
     ContinueInput,
     EventAppendError,
@@ -31,6 +32,7 @@ from harness_kernel.runtime import (
     next_request,
     rebuild_context,
 )
+from harness_kernel.runtime._context import SUMMARY_PREFIX, request_bytes
 from harness_kernel.store import MemorySessionStore, SessionStoreError
 from harness_workspace import AbortController
 
@@ -522,3 +524,35 @@ def test_next_request_rebuilds_every_request_of_a_checkpointed_run() -> None:
         assert sum(len(cp.messages) for cp in checkpoints) == len(model.requests[-1].messages)
 
     trio.run(scenario)
+
+
+async def test_a_compaction_stored_before_the_crash_is_kept_and_not_asked_again() -> None:
+    context = [UserMessage(content=f"old message {i} " + "x" * 300) for i in range(20)]
+    size = request_bytes([*context, UserMessage(content="do it")], system=None, tools=None)
+    policy = ContextPolicy(window_tokens=size * 2, threshold_tokens=size - 10, tail_messages=3)
+    clock = Clock()
+    store = await _world(clock)
+    log = Crashable(store, "first")
+    effects = Effects()
+    model = FakeModel([ScriptedTurn(content="the summary"), ScriptedTurn(content="lost")])
+    stream = MinimalAgentRuntime().run(
+        _first_input(model, log, effects, context=context, context_policy=policy, tools=None)
+    )
+    await _until(stream, _is("context.compacted"))
+    await _bury(stream, log)
+    clock.now += timedelta(seconds=5)
+    model = FakeModel([ScriptedTurn(content="answer")])
+    events, error = await _drain(
+        await MinimalAgentRuntime().continue_session(
+            _continue_input(store, model, effects, context_policy=policy, tools=None)
+        )
+    )
+    assert error is None
+    assert len(model.requests) == 1  # no second summary request
+    sent = model.requests[0].messages
+    assert sent[0] == UserMessage(content=SUMMARY_PREFIX + "the summary")
+    assert tuple(sent[1:]) == (*context[-2:], UserMessage(content="do it"))
+    assert "context.compacted" not in types(events)
+    stored = await _stored(store)
+    checkpoints = [decode_checkpoint(e) for e in stored if e.type == "runtime.checkpoint"]
+    assert tuple(rebuild_context(checkpoints)) == tuple(sent)
