@@ -10,7 +10,10 @@ It drives the same trials as ``packages/kernel/tests/faults`` and
 the grandchild is SIGKILLed after a seeded delay or kills itself at a seeded append or
 effect; the file left behind is checked) with ``--trials`` kill points per target
 (``kernel`` runs MinimalAgentRuntime with FULL, ``kernel-legacy`` run_agent, ``kernel-normal``
-MinimalAgentRuntime with ``synchronous="NORMAL"``, ``server`` the agent server mid-prompt,
+MinimalAgentRuntime with ``synchronous="NORMAL"``, ``continuation`` a checkpointed turn killed
+on either side of every request, intent, policy, result and checkpoint append or inside an
+effect and then continued with ``continue_session`` (no effect twice, no acknowledged event
+lost, one terminal pair), ``server`` the agent server mid-prompt,
 ``migration`` and ``checkpoint`` the store; ``postgres`` the PostgreSQL store's writer killed
 mid-batch, as ``packages/store-postgres/tests/test_crash_consistency.py`` does). It prints,
 per target, the trials, the kill points, how they were distributed over the workload, and
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT / "packages" / "kernel" / "tests"))
 sys.path.insert(0, str(ROOT / "services" / "agent-server" / "tests" / "faults"))
 sys.path.insert(0, str(ROOT / "packages" / "store-postgres" / "tests" / "support"))
 
+from faults.continuation_crash_trials import CONTINUATION_MODULES, run_continuation_target  # noqa: E402
 from faults.crash_harness import (  # noqa: E402
     DEFAULT_SEED,
     LANES,
@@ -66,7 +70,7 @@ from faults.kernel_crash_trials import (  # noqa: E402
 from pg_cluster import Cluster, server_binaries, throwaway_cluster  # noqa: E402
 from pg_crash_trials import PG_MODULES, PG_SUPPORT, run_postgres_target  # noqa: E402
 
-TARGETS = ("kernel", "kernel-legacy", "kernel-normal", "server", "migration", "checkpoint")
+TARGETS = ("kernel", "kernel-legacy", "kernel-normal", "continuation", "server", "migration", "checkpoint")
 OPTIONAL_TARGETS = ("postgres",)
 ServerTarget = Callable[..., Awaitable[None]]
 
@@ -78,6 +82,11 @@ async def _kernel(
         await run_kernel_target(
             zygotes, directory, rng, summary, workload=workload, synchronous=sync, trials=trials
         )
+
+
+async def _continuation(directory: Path, summary: Summary, rng: Any, trials: int) -> None:
+    async with start_zygotes(LANES, [], CONTINUATION_MODULES) as zygotes:
+        await run_continuation_target(zygotes, directory, rng, summary, trials=trials)
 
 
 async def _server(directory: Path, summary: Summary, rng: Any, trials: int) -> None:
@@ -189,6 +198,8 @@ async def run(targets: list[str], trials: int, seed: int, database_url: str | No
                 await _kernel(directory, summary, rng, trials, workload="legacy", sync="FULL")
             elif target == "kernel-normal":
                 await _kernel(directory, summary, rng, trials, workload="runtime", sync="NORMAL")
+            elif target == "continuation":
+                await _continuation(directory, summary, rng, trials)
             elif target == "server":
                 await _server(directory, summary, rng, trials)
             elif target == "migration":
