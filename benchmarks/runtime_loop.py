@@ -1,6 +1,9 @@
 """What one tool call costs in ``MinimalAgentRuntime``, in memory and on a durable store.
 
-Run by hand (it is not a test): ``uv run python benchmarks/runtime_loop.py [--rounds R] [--calls C]``.
+Run by hand (it is not a test): ``uv run python benchmarks/runtime_loop.py [--rounds R] [--calls C]``,
+or ``… --context [--messages M] [--requests R] [--repeat K] [--sqlite]`` for the cost of context
+accounting and compaction per model request on an M-message session (``_runtime_context.py``
+says how it is measured).
 
 In one run, on the same machine and disk (a fresh temporary directory per measurement):
 
@@ -16,6 +19,10 @@ the tool's ``message.completed``), so its durable floor is four raw appends; the
 overhead is the SQLite run's time per call minus that floor. It prints a table and then one
 JSON object (machine, Python and SQLite versions, parameters, results, ratios). Nothing is
 asserted.
+
+With ``--context`` it measures instead, in one run, each context policy (none, accounting
+only, compaction at every request) with and without ``checkpoints=True`` on the same
+session, and prints µs per request and the ratio to the request without a policy.
 """
 
 from __future__ import annotations
@@ -24,13 +31,23 @@ import argparse
 import json
 import platform
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import msgspec
 import trio
+from _runtime_context import (
+    VARIANTS,
+    ContextSample,
+    context_messages,
+    median_us_per_request,
+    run_variant,
+    session_size,
+)
 
 from harness_kernel.events import Event, create_event
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
@@ -120,12 +137,108 @@ async def raw_appends_per_second(directory: Path, count: int) -> float:
         return count / (time.perf_counter() - started)
 
 
+def machine_report() -> dict[str, object]:
+    return {
+        "machine": {
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+        },
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "msgspec": msgspec.__version__,
+    }
+
+
+def context_main(messages: int, requests: int, repeat: int, sqlite: bool) -> None:
+    """The ``--context`` measurement: µs per request of each policy, with and without checkpoints."""
+    context = context_messages(messages)
+    rows = [(variant, checkpoints) for checkpoints in (False, True) for variant in VARIANTS]
+    samples: dict[tuple[str, bool], list[ContextSample]] = {row: [] for row in rows}
+    with tempfile.TemporaryDirectory() as directory:
+        for attempt in range(repeat):
+            for variant, checkpoints in rows:
+                folder = Path(directory) / str(attempt) if sqlite else None
+                if folder is not None:
+                    folder.mkdir(exist_ok=True)
+                turn = partial(run_variant, checkpoints=checkpoints, sqlite_dir=folder)
+                sample = trio.run(turn, context, requests, variant)
+                samples[(variant, checkpoints)].append(sample)
+    baseline = median_us_per_request(samples[("none", False)])
+    results: dict[str, dict[str, object]] = {}
+    for variant, checkpoints in rows:
+        taken = samples[(variant, checkpoints)]
+        us = median_us_per_request(taken)
+        same_policy = median_us_per_request(samples[(variant, False)])
+        results[f"{variant}{'+checkpoints' if checkpoints else ''}"] = {
+            "policy": variant,
+            "checkpoints": checkpoints,
+            "requests": taken[0].requests,
+            "compactions": taken[0].compactions,
+            "events": taken[0].events,
+            "us_per_request": us,
+            "added_us_per_request": us - baseline,
+            "ratio_to_none": us / baseline,
+            "ratio_to_same_policy_without_checkpoints": us / same_policy,
+            "samples_us_per_request": [sample.seconds / sample.requests * 1e6 for sample in taken],
+            "admission_ms": statistics.median(sample.admission_seconds * 1e3 for sample in taken),
+        }
+    size = session_size(context)
+    store = "SqliteEventStore (synchronous=FULL)" if sqlite else "MemoryEventStore"
+    print(
+        f"python {sys.version.split()[0]}, {platform.machine()}; a {size['messages']:,}-message session"
+        f" ({size['request_bytes']:,} bytes of request JSON), {requests} requests per turn"
+        f" (echo rounds, then text), {store}, median of {repeat}"
+    )
+    print(
+        f"{'policy':<14}{'checkpoints':>12}{'compactions':>12}{'µs/request':>12}{'+µs':>10}"
+        f"{'x none':>8}{'x same':>8}{'admission ms':>14}"
+    )
+    for row in results.values():
+        print(
+            f"{row['policy']!s:<14}{'yes' if row['checkpoints'] else 'no':>12}{row['compactions']!s:>12}"
+            f"{row['us_per_request']:>12,.1f}{row['added_us_per_request']:>+10,.1f}"
+            f"{row['ratio_to_none']:>8.2f}{row['ratio_to_same_policy_without_checkpoints']:>8.2f}"
+            f"{row['admission_ms']:>14,.1f}"
+        )
+    print(
+        "x none: against the request without a policy or checkpoints; x same: against the same policy"
+        " without checkpoints; admission (context validation, turn checkpoint) is not timed per request"
+    )
+    report = {
+        "benchmark": "runtime_loop.context",
+        **machine_report(),
+        "parameters": {
+            "messages": messages,
+            "session_request_bytes": size["request_bytes"],
+            "requests_per_turn": requests,
+            "repeat": repeat,
+            "store": "sqlite" if sqlite else "memory",
+            "compaction_tail_messages": max(messages - 8, 0),
+        },
+        "results": results,
+        "ratios": {name: row["ratio_to_none"] for name, row in results.items()},
+    }
+    print(json.dumps(report, sort_keys=True))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=50, help="tool rounds (R)")
     parser.add_argument("--calls", type=int, default=20, help="echo calls per round (C)")
     parser.add_argument("--raw-appends", type=int, default=2000, help="appends for the raw rate")
+    context = parser.add_argument_group("--context: accounting and compaction per request")
+    context.add_argument(
+        "--context", action="store_true", help="measure context accounting and compaction instead"
+    )
+    context.add_argument("--messages", type=int, default=1000, help="messages in the session (M)")
+    context.add_argument("--requests", type=int, default=40, help="model requests per turn")
+    context.add_argument("--repeat", type=int, default=5, help="turns per variant; the median is reported")
+    context.add_argument("--sqlite", action="store_true", help="a SQLite store instead of the memory one")
     arguments = parser.parse_args()
+    if arguments.context:
+        context_main(arguments.messages, arguments.requests, arguments.repeat, arguments.sqlite)
+        return
     rounds: int = arguments.rounds
     calls: int = arguments.calls
     raw_count: int = arguments.raw_appends
@@ -170,14 +283,7 @@ def main() -> None:
     )
     report = {
         "benchmark": "runtime_loop",
-        "machine": {
-            "platform": platform.platform(),
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-        },
-        "python": sys.version.split()[0],
-        "sqlite": sqlite3.sqlite_version,
-        "msgspec": msgspec.__version__,
+        **machine_report(),
         "parameters": {
             "rounds": rounds,
             "calls_per_round": calls,

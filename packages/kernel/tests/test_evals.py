@@ -112,7 +112,8 @@ def test_expect_needs_at_least_one_section_and_events_at_least_one_item() -> Non
     base = {"id": "x", "uses_tasks": ["t"], "script": []}
     with pytest.raises(ScenarioParseError) as caught:
         decode_scenario({**base, "expect": {}})
-    assert caught.value.issues == [("expect", "must have at least one of run, events, report, files")]
+    wanted = "must have at least one of run, events, report, files, requests"
+    assert caught.value.issues == [("expect", wanted)]
     with pytest.raises(ScenarioParseError) as caught:
         decode_scenario({**base, "expect": {"events": []}})
     assert caught.value.issues == [("expect.events", "must have at least 1 item")]

@@ -152,6 +152,12 @@ def test_harness_eval_runs_the_repository_scenarios(capsys: pytest.CaptureFixtur
     assert eval_main(["--root", str(REPOSITORY), "kernel-0001-golden"]) == 0
     assert eval_main(["--root", str(REPOSITORY), "dev-tools-0001-golden"]) == 0
     assert "PASS dev-tools-0001-golden" in capsys.readouterr().out
+    conversations = ["conversation-0001-steering-golden", "conversation-0001-compaction-golden"]
+    assert eval_main(["--root", str(REPOSITORY), *conversations]) == 0
+    output = capsys.readouterr().out
+    assert "PASS conversation-0001-steering-golden" in output
+    assert "PASS conversation-0001-compaction-golden" in output
+    assert output.splitlines()[-1] == "2/2 scenarios passed"
 
 
 def test_harness_eval_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 import trio
@@ -42,6 +43,41 @@ async def test_the_task_runs_on_the_model_and_only_its_status_is_checked(
     body = request.json()
     assert isinstance(body, dict)
     assert body["model"] == "local"
+
+
+async def test_a_conversation_scenario_steers_and_follows_up_on_the_model(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with fake_provider() as provider:
+        provider.script(
+            Reply(chunks=[answer("Probing alpha.")]),
+            Reply(chunks=[answer("Taking beta instead.")]),
+            Reply(chunks=[answer("The first answer was about alpha.")]),
+        )
+        arguments = [
+            "--root",
+            str(REPOSITORY),
+            "conversation-0001-steering-golden",
+            "--model",
+            "openai-compatible:local",
+            "--base-url",
+            provider.url + "/v1",
+        ]
+        code = await trio.to_thread.run_sync(eval_main, arguments)
+        requests = provider.requests
+    assert code == 0, capsys.readouterr()
+    assert "PASS conversation-0001-steering-golden" in capsys.readouterr().out
+    # The steer stored during the first request came with the second; the follow-up's
+    # request holds the whole first turn, then its question.
+    contents: list[list[object]] = []
+    for request in requests:
+        body = request.json()
+        assert isinstance(body, dict)
+        messages = cast("list[dict[str, object]]", body["messages"])
+        contents.append([message["content"] for message in messages])
+    assert [len(messages) for messages in contents] == [1, 3, 5]
+    assert contents[1][1:] == ["Probing alpha.", "Use the value beta, not alpha."]
+    assert contents[2][3:] == ["Taking beta instead.", "What did the first probe answer?"]
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,12 @@
-"""Golden scenarios (kernel.md §10): a scripted legacy run checked against expectations.
+"""Golden scenarios (kernel.md §10): a scripted run checked against expectations.
 
 :func:`load_scenario` reads one strict YAML scenario; :func:`execute_scenario` runs it with
 ``run_agent`` on a :class:`~harness_kernel.models.FakeModel`, a deterministic clock and
-deterministic ids, and reports every failed expectation. The runner is pure: it takes text
-and decoded manifests, never paths (the ``harness-eval`` CLI finds and reads the files).
+deterministic ids, and reports every failed expectation. A scenario with ``conversation:``
+runs on :class:`~harness_kernel.runtime.MinimalAgentRuntime` instead: several turns of one
+session, steering while a turn runs, a context policy (issue #23). The runner is pure: it
+takes text and decoded manifests, never paths (the ``harness-eval`` CLI finds and reads the
+files).
 """
 
 from __future__ import annotations
@@ -12,13 +15,32 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final, Literal, TypeAlias, cast
+from typing import Final, Literal, cast
 
 import trio
 
 from harness_kernel._errors import HarnessError
 from harness_kernel._ids import format_timestamp
-from harness_kernel._json import JsonValue, decode_json, encode_json
+from harness_kernel._json import JsonValue, encode_json
+from harness_kernel._scenario_match import (
+    ABSENT,
+    REQUEST_KEYS,
+    EventInvariant,
+    InvariantValue,
+    RequestExpectation,
+    event_document,
+    mismatch,
+    request_failures,
+    show,
+)
+from harness_kernel._scenario_runtime import (
+    ConversationFailedError,
+    ScenarioConversation,
+    ScenarioConversationTurn,
+    ScenarioSteer,
+    decode_conversation,
+    run_conversation,
+)
 from harness_kernel._scenario_workspace import (
     ScenarioCommand,
     ScenarioWorkspace,
@@ -29,23 +51,30 @@ from harness_kernel._scenario_workspace import (
     decode_workspace,
     file_failures,
 )
-from harness_kernel.events._codec import is_event_type, serialize_event
-from harness_kernel.events._model import AgentStoppedData, Event, ModelResponseData
+from harness_kernel.events._codec import is_event_type
+from harness_kernel.events._model import (
+    AgentStoppedData,
+    ContextCompactedData,
+    Event,
+    EventUsage,
+    ModelResponseData,
+)
 from harness_kernel.legacy._loop import run_agent
 from harness_kernel.legacy._records import Budget, RunOptions
 from harness_kernel.manifest._model import TaskManifest, manifest_permissions
 from harness_kernel.manifest._yaml import ROOT, describe_kind, is_refused, join_path, read_yaml_document
-from harness_kernel.models._adapters import FakeModel, ScriptedTurn
+from harness_kernel.models._adapters import FAKE_MODEL_NAME, FakeModel, ScriptedTurn
 from harness_kernel.models._types import (
     CompletionRequest,
     CompletionResponse,
-    Model,
     ModelAdapter,
     ModelRequest,
     ResponseCompletedFrame,
     ToolCall,
 )
 from harness_kernel.policy._permission import RulePermissionController
+from harness_kernel.runtime._input import RuntimeBudget
+from harness_workspace import MemoryWorkspace
 
 __all__ = [
     "SCENARIO_INVALID",
@@ -56,13 +85,17 @@ __all__ = [
     "InvariantCheckError",
     "InvariantValue",
     "ReportExpectation",
+    "RequestExpectation",
     "RunExpectation",
     "Scenario",
     "ScenarioCommand",
+    "ScenarioConversation",
+    "ScenarioConversationTurn",
     "ScenarioExpectation",
     "ScenarioOutcome",
     "ScenarioParseError",
     "ScenarioRuntimeError",
+    "ScenarioSteer",
     "ScenarioToolCall",
     "ScenarioTurn",
     "ScenarioWorkspace",
@@ -84,10 +117,6 @@ _CLOCK_START: Final = datetime(2026, 1, 1, tzinfo=UTC)
 _FINISH_REASONS: Final = ("stop", "tool_calls", "length", "error")
 _RUN_STATUSES: Final = ("completed", "failed", "canceled", "budget_exceeded")
 _REPORT_STATUSES: Final = ("passed", "failed", "blocked")
-
-InvariantValue: TypeAlias = str | int | float | bool | None
-"""A scalar an invariant compares a field with (JSON equality)."""
-
 
 # ------------------------------------------------------------------ records
 
@@ -122,14 +151,6 @@ class RunExpectation:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class EventInvariant:
-    """An event the stream must contain: its ``type`` and ``data.<path>`` → scalar fields."""
-
-    type: str
-    fields: tuple[tuple[str, InvariantValue], ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class ReportExpectation:
     """The status an already validated run report must carry."""
 
@@ -140,21 +161,24 @@ class ReportExpectation:
 class ScenarioExpectation:
     """The scenario's expectations; at least one is present.
 
-    ``files`` (path → text) is what the workspace must hold when the run ends.
+    ``files`` (path → text) is what the workspace must hold when the run ends; ``requests``
+    what the scripted model received.
     """
 
     run: RunExpectation | None = None
     events: tuple[EventInvariant, ...] | None = None
     report: ReportExpectation | None = None
     files: tuple[tuple[str, str], ...] | None = None
+    requests: tuple[RequestExpectation, ...] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scenario:
     """A decoded golden scenario.
 
-    ``workspace`` (a memory workspace's files and scripted commands) and ``tools`` (the
-    tool names registered; ``None`` is ``echo`` alone) are optional.
+    ``workspace`` (a memory workspace's files and scripted commands), ``tools`` (the
+    tool names registered; ``None`` is ``echo`` alone) and ``conversation`` (run on the
+    streaming runtime; ``None`` is one legacy run) are optional.
     """
 
     id: str
@@ -163,11 +187,16 @@ class Scenario:
     expect: ScenarioExpectation
     workspace: ScenarioWorkspace | None = None
     tools: tuple[str, ...] | None = None
+    conversation: ScenarioConversation | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class GoldenRun:
-    """What the scenario's run did, read from its events."""
+    """What the scenario's run did, read from its events.
+
+    ``status`` is the last ``agent.stopped``'s; ``steps`` and ``tool_calls`` add up every
+    turn's, and ``total_tokens`` every model response's and compaction summary's usage.
+    """
 
     task_id: str
     status: str
@@ -304,7 +333,8 @@ class _Decoder:
         return value
 
     def scenario(self, document: object) -> Scenario | None:
-        root = self.mapping(document, ROOT, ("id", "uses_tasks", "workspace", "tools", "script", "expect"))
+        keys = ("id", "uses_tasks", "workspace", "tools", "conversation", "script", "expect")
+        root = self.mapping(document, ROOT, keys)
         if root is None:
             return None
         scenario_id = self.text(self.required(root, ROOT, "id"), "id", kebab=True)
@@ -320,6 +350,9 @@ class _Decoder:
         expect = None if expect_value is None else self.expectation(expect_value)
         workspace = decode_workspace(self, root["workspace"]) if "workspace" in root else None
         tools = decode_tools(self, root["tools"]) if "tools" in root else None
+        conversation = None
+        if "conversation" in root:
+            conversation = decode_conversation(self, root["conversation"])
         if self.issues or scenario_id is None or tasks is None or script is None or expect is None:
             return None
         if expect.files is not None and workspace is None:
@@ -332,6 +365,7 @@ class _Decoder:
             expect=expect,
             workspace=workspace,
             tools=tools,
+            conversation=conversation,
         )
 
     def turn(self, value: object, path: str) -> ScenarioTurn | None:
@@ -376,12 +410,13 @@ class _Decoder:
         return ScenarioToolCall(id=call_id, name=name, arguments=arguments)
 
     def expectation(self, value: object) -> ScenarioExpectation | None:
-        mapping = self.mapping(value, "expect", ("run", "events", "report", "files"))
+        mapping = self.mapping(value, "expect", ("run", "events", "report", "files", "requests"))
         if mapping is None:
             return None
         if not mapping:
-            self.issue("expect", "must have at least one of run, events, report, files")
+            self.issue("expect", "must have at least one of run, events, report, files, requests")
             return None
+        requests = self.requests(mapping["requests"]) if "requests" in mapping else None
         files = decode_texts(self, mapping["files"], "expect.files") if "files" in mapping else None
         run = self.run(mapping["run"]) if "run" in mapping else None
         events = self.events(mapping["events"]) if "events" in mapping else None
@@ -396,7 +431,7 @@ class _Decoder:
                 )
                 if status is not None:
                     report = ReportExpectation(status=cast("Literal['passed', 'failed', 'blocked']", status))
-        return ScenarioExpectation(run=run, events=events, report=report, files=files)
+        return ScenarioExpectation(run=run, events=events, report=report, files=files, requests=requests)
 
     def run(self, value: object) -> RunExpectation | None:
         path = "expect.run"
@@ -447,26 +482,69 @@ class _Decoder:
             self.issues.extend(("expect.events", failure) for failure in error.failures)
         return tuple(invariants)
 
+    def requests(self, value: object) -> tuple[RequestExpectation, ...] | None:
+        items = self.sequence(value, "expect.requests", minimum=1)
+        if items is None:
+            return None
+        expectations: list[RequestExpectation] = []
+        for index, item in enumerate(items):
+            path = join_path("expect.requests", str(index))
+            mapping = self.any_mapping(item, path)
+            if mapping is None:
+                continue
+            number = mapping.get("request")
+            if "request" not in mapping:
+                self.issue(join_path(path, "request"), "is required")
+            elif type(number) is not int or number < 1:
+                self.issue(
+                    join_path(path, "request"), f"expected an integer >= 1, got {describe_kind(number)}"
+                )
+            fields = self.scalar_fields(
+                [(key, field) for key, field in mapping.items() if key != "request"],
+                path,
+                lambda key: key.split(".", 1)[0] in REQUEST_KEYS,
+                f"request keys are request and <path> under {', '.join(REQUEST_KEYS)}",
+            )
+            if type(number) is int and number >= 1:
+                expectations.append(RequestExpectation(request=number, fields=fields))
+        return tuple(expectations)
+
+    def scalar_fields(
+        self,
+        items: Sequence[tuple[object, object]],
+        path: str,
+        known: Callable[[str], bool],
+        rule: str,
+    ) -> tuple[tuple[str, InvariantValue], ...]:
+        """The ``key → scalar`` pairs whose keys ``known`` accepts; an issue for every other one."""
+        fields: list[tuple[str, InvariantValue]] = []
+        for key, item in items:
+            if type(key) is not str or not known(key):
+                self.issue(path, f"unknown key {key!r}: {rule}")
+            elif item is None or type(item) in (str, int, float, bool):
+                fields.append((key, cast(InvariantValue, item)))
+            else:
+                self.issue(join_path(path, key), f"expected a scalar, got {describe_kind(item)}")
+        return tuple(fields)
+
     def invariant(self, value: object, path: str) -> EventInvariant | None:
         mapping = self.any_mapping(value, path)
         if mapping is None:
             return None
         event_type = None
-        fields: list[tuple[str, InvariantValue]] = []
-        for key, item in mapping.items():
-            if key == "type":
-                event_type = self.text(item, join_path(path, "type"))
-            elif type(key) is not str or not key.startswith("data.") or key == "data.":
-                self.issue(path, f"unknown key {key!r}: invariant keys are type and data.<path>")
-            elif item is None or type(item) in (str, int, float, bool):
-                fields.append((key, cast(InvariantValue, item)))
-            else:
-                self.issue(join_path(path, key), f"expected a scalar, got {describe_kind(item)}")
-        if "type" not in mapping:
+        if "type" in mapping:
+            event_type = self.text(mapping["type"], join_path(path, "type"))
+        else:
             self.issue(join_path(path, "type"), "is required")
+        fields = self.scalar_fields(
+            [(key, item) for key, item in mapping.items() if key != "type"],
+            path,
+            lambda key: key.startswith("data.") and key != "data.",
+            "invariant keys are type and data.<path>",
+        )
         if event_type is None:
             return None
-        return EventInvariant(type=event_type, fields=tuple(fields))
+        return EventInvariant(type=event_type, fields=fields)
 
 
 def decode_scenario(obj: object) -> Scenario:
@@ -551,7 +629,7 @@ def assert_known_event_types(invariants: Sequence[EventInvariant]) -> list[str]:
         InvariantCheckError: one failure per invariant whose type is unknown.
     """
     failures = [
-        f"events.{index}: unknown event type {_show(invariant.type)}"
+        f"events.{index}: unknown event type {show(invariant.type)}"
         for index, invariant in enumerate(invariants)
         if not is_event_type(invariant.type)
     ]
@@ -560,51 +638,13 @@ def assert_known_event_types(invariants: Sequence[EventInvariant]) -> list[str]:
     return [invariant.type for invariant in invariants]
 
 
-_ABSENT: Final = object()
-
-
-def _show(value: object) -> str:
-    return "nothing" if value is _ABSENT else encode_json(value).decode()
-
-
-def _json_equal(wanted: InvariantValue, seen: object) -> bool:
-    if type(wanted) is bool or type(seen) is bool:
-        return type(wanted) is type(seen) and wanted == seen
-    if type(wanted) in (int, float) and type(seen) in (int, float):
-        return wanted == seen
-    return type(wanted) is type(seen) and wanted == seen
-
-
-def _lookup(document: object, dotted: str) -> object:
-    current = document
-    for part in dotted.split("."):
-        if type(current) is dict:
-            mapping = cast("dict[str, object]", current)
-            if part not in mapping:
-                return _ABSENT
-            current = mapping[part]
-        elif type(current) is list and part.isdigit() and int(part) < len(cast("list[object]", current)):
-            current = cast("list[object]", current)[int(part)]
-        else:
-            return _ABSENT
-    return current
-
-
-def _mismatch(document: object, invariant: EventInvariant) -> tuple[str, object, InvariantValue] | None:
-    for key, wanted in invariant.fields:
-        seen = _lookup(document, key)
-        if seen is _ABSENT or not _json_equal(wanted, seen):
-            return key, seen, wanted
-    return None
-
-
 def stream_satisfies(events: Sequence[Event], invariants: Sequence[EventInvariant]) -> list[str]:
     """Match ``invariants`` as an ordered subsequence of ``events``; return the failures.
 
     Fields compare by JSON equality on wire keys. A failure names the unmatched invariant
     and, when an event of its type follows, the first field that differed there.
     """
-    documents = [(event.type, decode_json(serialize_event(event))) for event in events]
+    documents = [(event.type, event_document(event)) for event in events]
     failures: list[str] = []
     position = 0
     for index, invariant in enumerate(invariants):
@@ -613,18 +653,18 @@ def stream_satisfies(events: Sequence[Event], invariants: Sequence[EventInvarian
             event_type, document = documents[offset]
             if event_type != invariant.type:
                 continue
-            mismatch = _mismatch(document, invariant)
-            if mismatch is None:
+            differs = mismatch(document, invariant.fields)
+            if differs is None:
                 position = offset + 1
                 break
-            nearest = nearest or mismatch
+            nearest = nearest or differs
         else:
             label = f"events.{index} ({invariant.type})"
             if nearest is None:
                 failures.append(f"{label}: no such event in order")
             else:
                 key, seen, wanted = nearest
-                failures.append(f"{label}: {key}: wanted {_show(wanted)}, saw {_show(seen)}")
+                failures.append(f"{label}: {key}: wanted {show(wanted)}, saw {show(seen)}")
     return failures
 
 
@@ -658,7 +698,7 @@ def _turn(turn: ScenarioTurn) -> ScriptedTurn:
 
 def _check(failures: list[str], name: str, wanted: object, seen: object) -> None:
     if wanted is not None and wanted != seen:
-        failures.append(f"{name}: wanted {_show(wanted)}, saw {_show(seen)}")
+        failures.append(f"{name}: wanted {show(wanted)}, saw {show(seen)}")
 
 
 class _CollectedModel:
@@ -690,6 +730,112 @@ class _CollectedModel:
         raise ScenarioRuntimeError("the model's stream ended without a completion")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Setup:
+    """What either runner needs: the task, the scripted or real model, the tools and the rules."""
+
+    manifest: TaskManifest
+    scenario: Scenario
+    scripted: FakeModel
+    model: tuple[str, ModelAdapter] | None
+    workspace: MemoryWorkspace | None
+    permission: RulePermissionController | None
+    now: Callable[[], str]
+    new_id: Callable[[str], str]
+
+    @property
+    def session_id(self) -> str:
+        return f"sess-scenario-{self.manifest.id}"
+
+
+async def _run_legacy(setup: _Setup) -> tuple[Sequence[Event], str, tuple[str, ...]]:
+    """Run the task once with ``run_agent``: its events and final text (no steering failures)."""
+    limits = setup.manifest.budget
+    model = setup.model
+    events: list[Event] = []
+
+    async def record(event: Event) -> None:
+        events.append(event)
+
+    options = RunOptions(
+        goal=setup.manifest.goal,
+        model=setup.scripted if model is None else _CollectedModel(model[1], model[0]),
+        tools=build_tools(setup.scenario.tools),
+        workspace_capability=setup.workspace,
+        permission=setup.permission,
+        budget=None
+        if limits is None
+        else Budget(max_model_tokens=limits.max_model_tokens, max_tool_calls=limits.max_tool_calls),
+        task_id=setup.manifest.id,
+        session_id=setup.session_id,
+        on_event=record,
+        now=setup.now,
+        new_id=setup.new_id,
+    )
+    try:
+        return events, (await run_agent(options)).text, ()
+    except Exception as error:
+        if not any(event.type == "agent.stopped" for event in events):
+            raise ScenarioRuntimeError(f"scenario run failed before its end: {error}") from error
+    return events, "", ()
+
+
+async def _run_turns(
+    setup: _Setup, conversation: ScenarioConversation
+) -> tuple[Sequence[Event], str, tuple[str, ...]]:
+    """Run the conversation's turns on the streaming runtime: events, last answer, steer failures."""
+    limits = setup.manifest.budget
+    model = setup.model
+    try:
+        run = await run_conversation(
+            conversation,
+            goal=setup.manifest.goal,
+            model=FAKE_MODEL_NAME if model is None else model[0],
+            adapter=setup.scripted if model is None else model[1],
+            tools=build_tools(setup.scenario.tools),
+            workspace=setup.workspace,
+            permission=setup.permission,
+            budget=RuntimeBudget(
+                max_model_tokens=None if limits is None else limits.max_model_tokens,
+                max_tool_calls=None if limits is None else limits.max_tool_calls,
+            ),
+            task_id=setup.manifest.id,
+            session_id=setup.session_id,
+            now=setup.now,
+            new_id=setup.new_id,
+        )
+    except ConversationFailedError as error:
+        raise ScenarioRuntimeError(f"scenario run failed before its end: {error}") from error
+    return run.events, run.text, run.failures
+
+
+def _golden_run(task_id: str, events: Sequence[Event]) -> GoldenRun:
+    """What the events say the run (every turn of it) did.
+
+    Raises:
+        ScenarioRuntimeError: there is no ``agent.stopped`` event.
+    """
+    stopped = [event.data for event in events if type(event.data) is AgentStoppedData]
+    if not stopped:
+        raise ScenarioRuntimeError("scenario run emitted no agent.stopped event")
+    total_tokens = 0
+    for event in events:
+        data = event.data
+        if type(data) is ModelResponseData:
+            total_tokens += data.usage.total_tokens
+        elif type(data) is ContextCompactedData and type(data.usage) is EventUsage:
+            # A compaction's summary is a model request too; its usage counts.
+            total_tokens += data.usage.total_tokens
+    return GoldenRun(
+        task_id=task_id,
+        status=stopped[-1].status,
+        steps=sum(data.steps for data in stopped),
+        tool_calls=sum(data.tool_calls for data in stopped),
+        total_tokens=total_tokens,
+        event_count=len(events),
+    )
+
+
 async def execute_scenario(
     scenario: Scenario,
     manifests: Mapping[str, TaskManifest],
@@ -697,7 +843,7 @@ async def execute_scenario(
     report: Mapping[str, object] | None = None,
     model: tuple[str, ModelAdapter] | None = None,
 ) -> ScenarioOutcome:
-    """Run ``scenario`` with the legacy loop and check every expectation.
+    """Run ``scenario`` (the legacy loop, or its conversation's turns) and check every expectation.
 
     Args:
         scenario: A decoded scenario.
@@ -706,12 +852,12 @@ async def execute_scenario(
         report: An already read and validated run report (a JSON object), or ``None``.
         model: ``(name, adapter)`` of a real model to run the task with instead of the
             scenario's script. Its answers are its own, so only ``run.status`` and
-            ``files`` are checked then; the scripted run's exact events, steps, tool calls
-            and text are not.
+            ``files`` are checked then; the scripted run's exact events, requests, steps,
+            tool calls, text and steering are not.
 
     Raises:
         ScenarioRuntimeError: the scenario does not use exactly one task, its manifest is
-            missing, or the run ended without an ``agent.stopped`` event.
+            missing, or the run (a turn) ended without an ``agent.stopped`` event.
     """
     if type(scenario) is not Scenario:
         raise ScenarioRuntimeError("scenario must be a decoded Scenario")
@@ -722,67 +868,40 @@ async def execute_scenario(
     if type(manifest) is not TaskManifest or manifest.id != task_id:
         raise ScenarioRuntimeError(f"no decoded manifest for task {task_id}")
     now, new_id = _deterministic_clock()
-    budget = None
-    if manifest.budget is not None:
-        budget = Budget(
-            max_model_tokens=manifest.budget.max_model_tokens, max_tool_calls=manifest.budget.max_tool_calls
-        )
-    events: list[Event] = []
-
-    async def record(event: Event) -> None:
-        events.append(event)
-
     workspace = None if scenario.workspace is None else build_workspace(scenario.workspace)
     permission = None
     if scenario.workspace is not None or scenario.tools is not None:
         # The task's own rules decide every call, as in a session of that task. A scenario
         # in the older form (echo alone, no workspace) keeps running without a controller.
         permission = RulePermissionController(manifest_permissions(manifest))
-    scripted: Model = FakeModel([_turn(turn) for turn in scenario.script])
-    options = RunOptions(
-        goal=manifest.goal,
-        model=scripted if model is None else _CollectedModel(model[1], model[0]),
-        tools=build_tools(scenario.tools),
-        workspace_capability=workspace,
+    setup = _Setup(
+        manifest=manifest,
+        scenario=scenario,
+        scripted=FakeModel([_turn(turn) for turn in scenario.script]),
+        model=model,
+        workspace=workspace,
         permission=permission,
-        budget=budget,
-        task_id=manifest.id,
-        session_id=f"sess-scenario-{manifest.id}",
-        on_event=record,
         now=now,
         new_id=new_id,
     )
     started = trio.current_time()
-    text = ""
-    try:
-        text = (await run_agent(options)).text
-    except Exception as error:
-        if not any(event.type == "agent.stopped" for event in events):
-            raise ScenarioRuntimeError(f"scenario run failed before its end: {error}") from error
+    if scenario.conversation is None:
+        events, text, steering = await _run_legacy(setup)
+    else:
+        events, text, steering = await _run_turns(setup, scenario.conversation)
     duration_ms = round((trio.current_time() - started) * 1000, 3)
-    stopped = [event.data for event in events if type(event.data) is AgentStoppedData]
-    if not stopped:
-        raise ScenarioRuntimeError("scenario run emitted no agent.stopped event")
-    last = stopped[-1]
-    total_tokens = sum(
-        event.data.usage.total_tokens for event in events if type(event.data) is ModelResponseData
-    )
-    golden = GoldenRun(
-        task_id=task_id,
-        status=last.status,
-        steps=last.steps,
-        tool_calls=last.tool_calls,
-        total_tokens=total_tokens,
-        event_count=len(events),
-    )
+    golden = _golden_run(task_id, events)
     expect = scenario.expect
     if model is not None:
         run = expect.run
         status_only = None if run is None else RunExpectation(status=run.status)
         expect = ScenarioExpectation(run=status_only, files=expect.files)
-    failures = _expectation_failures(expect, golden, text, events, report)
+        steering = ()
+    failures = [*steering, *_expectation_failures(expect, golden, text, events, report)]
+    if expect.requests is not None:
+        failures.extend(request_failures(setup.scripted.requests, expect.requests))
     if scenario.expect.files is not None and workspace is not None:
-        failures.extend(file_failures(scenario.expect.files, workspace.files, _show))
+        failures.extend(file_failures(scenario.expect.files, workspace.files, show))
     return ScenarioOutcome(
         id=scenario.id,
         ok=not failures,
@@ -807,15 +926,15 @@ def _expectation_failures(
         _check(failures, "run.steps", run.steps, golden.steps)
         _check(failures, "run.toolCalls", run.tool_calls, golden.tool_calls)
         if run.text_contains is not None and run.text_contains not in text:
-            failures.append(f"run.textContains: wanted {_show(run.text_contains)}, saw {_show(text)}")
+            failures.append(f"run.textContains: wanted {show(run.text_contains)}, saw {show(text)}")
         warned = any(event.type == "budget.warning" for event in events)
         _check(failures, "run.emittedBudgetWarning", run.emitted_budget_warning, warned)
     if expect.events is not None:
         failures.extend(stream_satisfies(events, expect.events))
     if expect.report is not None and report is not None:
-        status: object = _ABSENT
+        status: object = ABSENT
         if type(report) is dict:
-            status = cast("dict[str, object]", report).get("status", _ABSENT)
+            status = cast("dict[str, object]", report).get("status", ABSENT)
         if not (type(status) is str and status == expect.report.status):
-            failures.append(f"report.status: wanted {_show(expect.report.status)}, saw {_show(status)}")
+            failures.append(f"report.status: wanted {show(expect.report.status)}, saw {show(status)}")
     return failures
