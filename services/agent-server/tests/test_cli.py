@@ -248,4 +248,6 @@ def test_demo_command_exits_zero_shows_the_refusal_and_the_local_workspace_run()
     assert "read_file ok=False error=TOOL_BAD_INPUT" in result.stdout
     assert "../outside.txt refused before policy: TOOL_BAD_INPUT" in result.stdout
     assert "not for the model" not in result.stdout
-    assert result.stdout.count("status=completed") == 2
+    # Two turns of the first session (a follow-up, issue #23), one of the local workspace's.
+    assert result.stdout.count("status=completed") == 3
+    assert "A follow-up turn of the same session" in result.stdout

@@ -25,7 +25,7 @@ from wsproto.utilities import generate_accept_token
 from agent_server._auth import DEFAULT_PRINCIPAL, Authenticator, FailureThrottle, generate_token
 from agent_server._config import ServerConfig
 from agent_server._connection import AcpConnection
-from agent_server._sessions import ServerState
+from agent_server._state import ServerState
 from agent_server._transport import WebSocketDriver
 from agent_server.client import AcpClient, connect
 from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
