@@ -21,7 +21,7 @@ from harness_kernel.models import (
     ToolMessage,
     UserMessage,
 )
-from harness_kernel.runtime import RunStream, RunTerminalError, SteeringClosedError
+from harness_kernel.runtime import ContextPolicy, RunStream, RunTerminalError, SteeringClosedError
 from harness_kernel.store import SqliteSessionStore
 
 if TYPE_CHECKING:
@@ -353,3 +353,37 @@ async def test_steering_a_turn_that_is_ending_is_a_typed_refusal(
             permission = {"sessionId": session_id, "permissionId": asked["permissionId"], "decision": "allow"}
             await client.request("permission/respond", permission)
         assert results[0]["status"] == "completed"
+
+
+async def test_the_servers_context_policy_accounts_every_request_and_compacts_a_long_conversation(
+    running: ServerFactory,
+) -> None:
+    model = SessionModel(
+        ScriptedTurn(content="noted"),
+        ScriptedTurn(content="Summary: the user sent a long text of a's."),
+        ScriptedTurn(content="second answer"),
+    )
+    # The first request (about 1.8 kB) stays under the threshold; the second (3.3 kB) does not.
+    policy = ContextPolicy(window_tokens=100_000, threshold_tokens=2_500, tail_messages=1)
+    options: dict[str, Any] = {"models": {"fake-model/v1": model}, "context_policy": policy}
+    async with running(**options) as handle, handle.connect() as client:
+        session_id = await _new_session(client)
+        first, first_notes = await client.prompt(session_id, "a" * 1500)
+        assert first["finalText"] == "noted"
+        assert "context.compacted" not in _types(first_notes)
+        second, second_notes = await client.prompt(session_id, "b" * 1500)
+        assert second["finalText"] == "second answer"
+        types = _types(second_notes)
+        assert types.count("context.compacted") == 1
+        assert types.index("context.compacted") < types.index("model.request")
+        accounted = [
+            note["params"]["event"]["data"]
+            for note in first_notes + second_notes
+            if note["params"]["event"]["type"] == "context.accounted"
+        ]
+        assert len(accounted) == 2
+        assert accounted[0]["tokens"] < 2_500
+        # The request after the compaction: the summary, then the tail (the new prompt).
+        assert [role for role, _ in model.messages(2)] == ["user", "user"]
+        assert model.messages(2)[0][1].endswith("Summary: the user sent a long text of a's.")
+        assert model.messages(2)[1] == ("user", "b" * 1500)
