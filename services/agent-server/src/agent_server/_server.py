@@ -25,6 +25,7 @@ from wsproto.utilities import generate_accept_token
 from agent_server._auth import DEFAULT_PRINCIPAL, Authenticator, FailureThrottle, generate_token
 from agent_server._config import ServerConfig
 from agent_server._connection import AcpConnection
+from agent_server._resume import InterruptedSessions
 from agent_server._state import ServerState
 from agent_server._transport import WebSocketDriver
 from agent_server.client import AcpClient, connect
@@ -220,6 +221,10 @@ class _Server:
             async with trio.open_nursery() as connections:
                 if self._config.retention_days is not None:
                     connections.start_soon(self._apply_retention)
+                resumed = None
+                if self._config.resume_interrupted:
+                    resumed = InterruptedSessions(self._state, connections)
+                    connections.start_soon(resumed.start)
                 with self._accepting:
                     async with trio.open_nursery() as acceptors:
                         for listener in self._listeners:
@@ -232,6 +237,9 @@ class _Server:
                 for driver in list(self._websockets):
                     driver.stop_reading()
                 self._retention.cancel()
+                if resumed is not None:
+                    with trio.CancelScope(shield=True):
+                        await resumed.stop()
         finally:
             self._done.set()
 
