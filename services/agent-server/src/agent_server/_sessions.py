@@ -13,21 +13,19 @@ import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Final, Literal
+from typing import Final
 
 import trio
 
-from agent_server._admission import admit_tools
-from agent_server._config import ToolProviderContext
+from agent_server._admission import build_session, resolve_workspace
+from agent_server._conversation import WAITING, Conversation, PendingPermission, Session
 from agent_server._errors import (
     InvalidParamsError,
     NoRunningTurnError,
     PermissionNotFoundError,
     PermissionResolvedError,
     RunTimeLimitError,
-    SandboxUnavailableError,
     SessionAlreadyRunError,
     SessionLimitError,
     SessionNotContinuableError,
@@ -54,7 +52,7 @@ from agent_server._protocol import (
 )
 from agent_server._restore import claim_interrupted
 from agent_server._state import ServerState
-from agent_server._turns import Outbox, RunEvents, RunOutcome, consume
+from agent_server._turns import RunEvents, RunOutcome, consume
 from harness_kernel.events import (
     ErrorData,
     Event,
@@ -64,8 +62,8 @@ from harness_kernel.events import (
     redact_event,
     serialize_event,
 )
-from harness_kernel.manifest import TaskManifest, manifest_permissions
-from harness_kernel.models import ModelAdapter, adapt_model
+from harness_kernel.manifest import manifest_permissions
+from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import (
     AgentRuntimeError,
@@ -73,7 +71,6 @@ from harness_kernel.runtime import (
     ContinuationError,
     ContinueInput,
     InvalidRunInputError,
-    MinimalAgentRuntime,
     RunInput,
     RunStream,
     RunTerminalError,
@@ -81,29 +78,11 @@ from harness_kernel.runtime import (
     SteeringClosedError,
 )
 from harness_kernel.store import SESS_OWNERSHIP_LOST, SessionStore, SessionStoreError
-from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
-from harness_tools import Tool, ToolRegistry
-from harness_workspace import (
-    AbortController,
-    AbortSignal,
-    WorkspaceEscapesRootError,
-    declare_isolation,
-    open_workspace,
-)
-from harness_workspace.local import (
-    WORKSPACE_NOT_A_DIRECTORY,
-    WORKSPACE_NOT_FOUND,
-    LocalWorkspace,
-    LocalWorkspaceError,
-)
+from harness_workspace import AbortController, AbortSignal
 
-__all__ = ["PersistenceFailedError", "PromptCanceledError", "Session", "SessionManager"]
+__all__ = ["PersistenceFailedError", "PromptCanceledError", "SessionManager"]
 
 _log: Final = logging.getLogger("agent_server")
-
-SessionState = Literal["created", "running", "idle", "finished"]
-_WAITING: Final = frozenset({"created", "idle"})
-"""The states in which a session waits for a prompt, under its idle timer."""
 
 NOTE_CANCELED: Final = "session canceled"
 NOTE_CLOSED: Final = "session closed"
@@ -112,7 +91,6 @@ NOTE_FINISHED: Final = "session finished"
 NOTE_TIMED_OUT: Final = "permission request timed out"
 NOTE_RUN_TIME_LIMIT: Final = "run time limit reached"
 NOTE_NO_OPERATOR: Final = "no operator is connected: the turn was continued at server start"
-_WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
 
 
 class PersistenceFailedError(Exception):
@@ -121,83 +99,6 @@ class PersistenceFailedError(Exception):
 
 class PromptCanceledError(Exception):
     """The run ended canceled; its prompt is answered with an internal error (§5.3 step 4)."""
-
-
-@dataclass(eq=False, slots=True)
-class _Pending:
-    done: trio.Event = field(default_factory=trio.Event)
-    resolution: PermissionResolution | None = None
-
-
-@dataclass(eq=False, slots=True)
-class Conversation:
-    """The kernel side of a session, kept across its turns: one runtime, one event store, one model.
-
-    A follow-up turn must run on the runtime that ran the turns before it, with the very same
-    event store (kernel.md §8.14); the model is made once per session.
-    """
-
-    runtime: MinimalAgentRuntime
-    events: RunEvents
-    model: ModelAdapter
-    model_name: str
-    """The name the runs record: a one-shot model's own name, else the configured one."""
-    turns: int = 0
-    stream: RunStream | None = None
-    """The running turn's stream; ``None`` between turns."""
-    outcome: RunOutcome = field(default_factory=RunOutcome)
-    """What the running (or last) turn's stream told so far, its run id included."""
-
-
-@dataclass(eq=False, slots=True)
-class Session:
-    """One session of a connection."""
-
-    id: str
-    workspace: str
-    model_name: str
-    task_id: str | None
-    manifest: TaskManifest | None
-    tools: ToolRegistry
-    adapter: LocalWorkspace | SandboxWorkspace | None = None
-    state: SessionState = "created"
-    conversation: Conversation | None = None
-    abort: AbortController = field(default_factory=AbortController)
-    """The running (or last) turn's abort; every turn gets a fresh one."""
-    pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
-    resolved: set[str] = field(default_factory=set[str])
-    persistence_failed: bool = False
-    persistence_error: BaseException | None = None
-    """Why persistence failed (the store's error), chained into the prompt's failure."""
-    owns_row: bool = True
-    """Whether this connection holds the row's lease (a continuation takes it only when it starts)."""
-    closing: bool = False
-    """``session/close`` or a disconnect: the session finishes when its running turn returns."""
-    finished: bool = False
-    done: trio.Event = field(default_factory=trio.Event)
-    idle_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    lease_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    run_limit_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    run_limit_reached: bool = False
-    outbox: Outbox = field(default_factory=Outbox)
-
-    def resolve_pending(self, permission_id: str, resolution: PermissionResolution) -> None:
-        """Settle one pending permission and mark its id used."""
-        pending = self.pending.pop(permission_id, None)
-        self.resolved.add(permission_id)
-        if pending is not None:
-            pending.resolution = resolution
-            pending.done.set()
-
-    def deny_pending(self, note: str) -> None:
-        """Deny every pending permission with ``note``."""
-        for permission_id in list(self.pending):
-            self.resolve_pending(permission_id, PermissionResolution("deny", note))
-
-    def stop(self, note: str) -> None:
-        """Deny pending permissions and abort the running turn (cancel, close, disconnect)."""
-        self.deny_pending(note)
-        self.abort.abort(note)
 
 
 class SessionManager:
@@ -240,53 +141,6 @@ class SessionManager:
 
     # ------------------------------------------------------------ session/new
 
-    def _resolve_workspace(self, requested: str) -> str:
-        root = self._state.root
-        try:
-            lexical = open_workspace(root).resolve_path(requested)
-            real = os.path.realpath(lexical, strict=True)
-        except (WorkspaceEscapesRootError, OSError, ValueError):
-            raise InvalidParamsError(_WORKSPACE_MISSING) from None
-        inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-        if not inside or not os.path.isdir(real):
-            raise InvalidParamsError(_WORKSPACE_MISSING)
-        return real
-
-    async def _open_adapter(self, workspace: str) -> LocalWorkspace | SandboxWorkspace | None:
-        """The session's own adapter (``workspace_adapter`` ``"local"`` or ``"sandbox"``), else ``None``.
-
-        Raises:
-            AcpError: ``-32602`` when the workspace vanished since it was resolved;
-                ``-32017`` when the sandbox cannot be made (its engine is unavailable, the
-                image is not pinned, the copy is over the disk limit …; the message says why).
-            LocalWorkspaceError: any other failure to open a local adapter (answered ``-32603``).
-        """
-        config = self._config
-        if config.workspace_adapter is None:
-            return None
-        if config.workspace_adapter == "sandbox":
-            assert config.sandbox_engine is not None
-            try:
-                return await SandboxWorkspace.create(
-                    workspace, engine=config.sandbox_engine, limits=config.sandbox_limits
-                )
-            except SandboxError as error:
-                if error.code == SANDBOX_SOURCE_INVALID:
-                    raise InvalidParamsError(_WORKSPACE_MISSING) from None
-                _log.warning("session sandbox refused: %s (%s)", error.message, error.code)
-                raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
-        try:
-            # The constructor opens the directory: blocking, so in a worker thread.
-            local = await trio.to_thread.run_sync(LocalWorkspace, workspace)
-        except LocalWorkspaceError as error:
-            if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
-                raise InvalidParamsError(_WORKSPACE_MISSING) from None
-            raise
-        if config.allow_host_effects:
-            # The operator's explicit, unsafe opt-in: writes and commands act on the host.
-            declare_isolation(local, "unsafe-host")
-        return local
-
     def _take_slot(self) -> None:
         """Count one session of this connection and take a server-wide slot, before any ``await``.
 
@@ -324,14 +178,14 @@ class SessionManager:
         """Check and build one session and create its row (steps 2 to 7 of §5.1)."""
         config = self._config
         await self._state.check_storage()
-        workspace = await trio.to_thread.run_sync(self._resolve_workspace, params.workspace)
+        workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
         model_name = params.model if params.model is not None else config.chosen_default_model
         if model_name is None or model_name not in config.models:
             raise InvalidParamsError("unknown model")
         session_id = config.new_id("sess")
         if session_id in self._state.active_session_ids:
             raise RuntimeError("session id collision")
-        session = await self._build(session_id, workspace, model_name, params.task_id)
+        session = await build_session(self._config, session_id, workspace, model_name, params.task_id)
         self._state.active_session_ids.add(session_id)
         try:
             await self._create_row(session)
@@ -340,36 +194,6 @@ class SessionManager:
             await self._dispose_adapter(session)
             raise
         return session
-
-    async def _build(self, session_id: str, workspace: str, model_name: str, task_id: str | None) -> Session:
-        """The session's manifest, admitted tools and adapter (steps 4 and 6 of §5.1).
-
-        The adapter is opened last, before any row is created or taken, so a failure before it
-        leaves nothing to dispose; whoever fails after it disposes it.
-        """
-        config = self._config
-        manifest = None
-        if task_id is not None:
-            manifest = await trio.to_thread.run_sync(config.load_manifest, workspace, task_id)
-        context = ToolProviderContext(
-            session_id=session_id, workspace=workspace, task_id=task_id, model=model_name
-        )
-        offered: list[Tool[Any]] = list(config.tools(context))
-        local = config.workspace_adapter is not None
-        # The same rule that makes the session's workspace declared isolated (_open_adapter).
-        isolated = config.effects_admitted
-        tools = await trio.to_thread.run_sync(
-            lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
-        )
-        return Session(
-            id=session_id,
-            workspace=workspace,
-            model_name=model_name,
-            task_id=task_id,
-            manifest=manifest,
-            tools=tools,
-            adapter=await self._open_adapter(workspace),
-        )
 
     async def _create_row(self, session: Session) -> None:
         """Create the session's row and take its lease for this connection, in one transaction."""
@@ -400,13 +224,13 @@ class SessionManager:
         try:
             with scope:
                 await trio.sleep(self._config.created_session_timeout_ms / 1000)
-                if session.state in _WAITING:
+                if session.state in WAITING:
                     session.stop(NOTE_CANCELED)
                     await self._finish(session)
         finally:
             # Cancelled from outside while waiting (no disconnect ran): the adapter must not
             # outlive the session all the same. A timer replaced by a later one leaves it be.
-            if session.idle_scope is scope and session.state in _WAITING:
+            if session.idle_scope is scope and session.state in WAITING:
                 await self._dispose_adapter(session)
 
     async def _lease_refresh(self, session: Session) -> None:
@@ -422,7 +246,7 @@ class SessionManager:
                     session.persistence_failed = True
                     session.persistence_error = error
                     session.abort.abort("persistence failure")
-                    if session.state in _WAITING:
+                    if session.state in WAITING:
                         # No turn runs to notice: the session ends now, its row left active.
                         self._nursery.start_soon(functools.partial(self._finish, session, keep_active=True))
                     return
@@ -704,9 +528,9 @@ class SessionManager:
         # The workspace is resolved again: it must still exist inside the root.
         root = self._state.root
         workspace = await trio.to_thread.run_sync(
-            lambda: self._resolve_workspace(os.path.relpath(stored_workspace, root))
+            lambda: resolve_workspace(root, os.path.relpath(stored_workspace, root))
         )
-        session = await self._build(session_id, workspace, model_name, record.task_id)
+        session = await build_session(self._config, session_id, workspace, model_name, record.task_id)
         session.owns_row = False
         self._state.active_session_ids.add(session_id)
         return session
@@ -830,7 +654,7 @@ class SessionManager:
             if event.type == "permission.requested":
                 permission_id: object = getattr(event.data, "permission_id", None)
                 if type(permission_id) is str:
-                    session.pending[permission_id] = _Pending()
+                    session.pending[permission_id] = PendingPermission()
             session.outbox.texts.append(encode_notification(session.id, item.seq, serialize_event(event)))
         del stored
 
@@ -850,7 +674,7 @@ class SessionManager:
             return resolution
         pending = session.pending.get(permission_id)
         if pending is None:
-            pending = session.pending[permission_id] = _Pending()
+            pending = session.pending[permission_id] = PendingPermission()
         with trio.move_on_after(self._config.permission_timeout_ms / 1000):
             await pending.done.wait()
         if pending.resolution is None:
@@ -911,7 +735,7 @@ class SessionManager:
         """
         session.closing = True
         session.stop(note)
-        if session.state in _WAITING:
+        if session.state in WAITING:
             await self._finish(session)
             return
         await self._dispose_adapter(session)
