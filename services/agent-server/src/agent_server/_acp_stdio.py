@@ -33,7 +33,7 @@ import trio
 from agent_server._acp_stdio_map import UpdateMapper, stop_reason
 from agent_server._acp_stdio_rpc import PeerError, RpcError, StdioPeer
 from agent_server._config import ServerConfig
-from agent_server._server import ServerHandle, embedded_server, private_config
+from agent_server._server import EMBEDDED_IDLE_MS, ServerHandle, embedded_server, private_config
 from agent_server._version import __version__
 from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError
 
@@ -47,9 +47,6 @@ _RESOURCE_NOT_FOUND: Final = -32002
 _RESTORE_PAGE: Final = 1000
 _DRAIN_SECONDS: Final = 5.0
 """After the input ends, how long requests in flight may take to answer (a cancelled run ends fast)."""
-_IDLE_MS: Final = 24 * 3600 * 1000
-"""How long the embedded server keeps an ACP session's harness session waiting for a prompt: an
-editor keeps a session open while its user thinks, and the conversation lives in it."""
 _SESSION_FINISHED: Final = -32011
 _ALLOW: Final = "allow-once"
 _PERMISSION_OPTIONS: Final = (
@@ -502,7 +499,7 @@ def embedded_config(config: ServerConfig) -> ServerConfig:
     The session workspace is the ``cwd`` the editor sends, so the root is the filesystem root
     unless ``--workspace-root`` narrowed it; tools stay rooted at the session's own workspace.
     """
-    return dataclasses.replace(private_config(config), created_session_timeout_ms=_IDLE_MS)
+    return dataclasses.replace(private_config(config), created_session_timeout_ms=EMBEDDED_IDLE_MS)
 
 
 def run_stdio_process(config: ServerConfig) -> int:

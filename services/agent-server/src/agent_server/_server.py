@@ -32,6 +32,7 @@ from agent_server.client import AcpClient, connect
 from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
 
 __all__ = [
+    "EMBEDDED_IDLE_MS",
     "ServerHandle",
     "default_db_path",
     "default_token_path",
@@ -617,6 +618,11 @@ def _raise_descriptor_limit(config: ServerConfig) -> None:
                 soft,
                 needed,
             )
+
+
+EMBEDDED_IDLE_MS: Final = 24 * 3600 * 1000
+"""How long an embedded server (``chat``, ``acp``) keeps a session waiting for its prompt: its one
+user may think longer than the five minutes of a shared server, and the conversation lives in it."""
 
 
 def private_config(config: ServerConfig) -> ServerConfig:

@@ -503,6 +503,9 @@ class SessionManager:
             self._give_back_slot()
             raise
         self._sessions[session.id] = session
+        if self.disconnected:  # the connection (or the server) ended while the session was claimed
+            session.closing = True
+            session.stop(NOTE_DISCONNECTED)
 
         async def start() -> RunStream:
             return await self._start_continuation(session)
