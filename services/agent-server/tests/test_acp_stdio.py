@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import trio
+import trio.testing
 from acp import PROTOCOL_VERSION, Client, RequestError, spawn_agent_process, text_block
 from acp.schema import (
     AgentMessageChunk,
@@ -30,12 +32,21 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from agent_server import ServerConfig
+from agent_server._acp_stdio import SessionLog, run_acp_stdio
 from agent_server._cli import main
+from agent_server._scenario import ScenarioModelFactory
+from harness_kernel.models import ScriptedTurn
+from harness_kernel.store import SqliteSessionStore
 
 NOTE = "Hello from the note.\n"
+# One model per harness session, and an ACP session's prompts are turns of one harness
+# session (issue #23): the script runs on across them.
 SCRIPT = """\
 - toolCalls: [{id: call-1, name: fs.read, arguments: {path: notes/hello.txt}}]
 - content: I read the note.
+- toolCalls: [{id: call-2, name: fs.read, arguments: {path: notes/hello.txt}}]
+- content: I read it again.
 """
 # The agent's log goes to the test's own stderr: a pipe nobody drains would block it.
 _STDERR: dict[str, Any] = {"stderr": None}
@@ -165,6 +176,13 @@ def test_official_python_sdk_runs_prompt_permission_cancel_and_load(project: Pat
     db = tmp_path / "state" / "sessions.sqlite"
     db.parent.mkdir()
     session_id = _session_run(project, db)
+    # Both prompts ran in one harness session, the second as a follow-up turn.
+    (line,) = Path(f"{db}.acp-sessions.jsonl").read_text().splitlines()
+    harness = json.loads(line)
+    assert harness["session"] == session_id
+    turns = trio.run(_stored_types, db, harness["harness"])
+    assert turns.count("turn.started") == 2
+    assert turns.count("session.created") == 1
 
     replayed = _load_run(project, db, session_id)
     assert _texts(replayed, UserMessageChunk) == "Read the note.Read it again."
@@ -174,6 +192,26 @@ def test_official_python_sdk_runs_prompt_permission_cancel_and_load(project: Pat
     assert finished[0] == "completed"
     assert "completed" not in finished[1:]
     assert _texts(replayed, AgentMessageChunk) == "I read the note."
+
+
+async def _stored_types(db: Path, session_id: str) -> list[str]:
+    async with SqliteSessionStore(db) as store:
+        return [item.event.type for item in (await store.read(session_id, limit=1000)).events]
+
+
+def test_load_replays_a_log_of_one_harness_session_per_prompt(project: Path, tmp_path: Path) -> None:
+    """Logs written before issue #23 name a harness session per prompt; they still load, in order."""
+    db = tmp_path / "state" / "sessions.sqlite"
+    db.parent.mkdir()
+    first = _session_run(project, db)
+    second = _session_run(project, db)
+    log = Path(f"{db}.acp-sessions.jsonl")
+    harnesses = [json.loads(line)["harness"] for line in log.read_text().splitlines()]
+    log.write_text("".join(json.dumps({"session": "acp-old", "harness": h}) + "\n" for h in harnesses))
+    replayed = _load_run(project, db, "acp-old")
+    assert _texts(replayed, UserMessageChunk) == "Read the note.Read it again." * 2
+    assert _texts(replayed, AgentMessageChunk) == "I read the note." * 2
+    assert first != second
 
 
 def test_load_is_not_offered_without_a_durable_store(project: Path) -> None:
@@ -535,3 +573,62 @@ def test_acp_shares_serves_model_and_tool_flags_but_not_its_network_ones(
         with pytest.raises(SystemExit) as refused:
             main(["acp", flag, "x"])
         assert refused.value.code == 2
+
+
+# ------------------------------------------------------------- in process: a harness session that ended
+
+
+class _Lines:
+    """Newline-delimited JSON over a pair of in-memory streams, as an editor speaks it."""
+
+    def __init__(
+        self, send: trio.testing.MemorySendStream, receive: trio.testing.MemoryReceiveStream
+    ) -> None:
+        self._send, self._receive, self._buffer = send, receive, b""
+
+    async def request(self, request_id: int, method: str, params: object) -> dict[str, Any]:
+        await self._send.send_all((_request(request_id, method, params) + "\n").encode())
+        while True:
+            message = await self._message()
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+    async def _message(self) -> dict[str, Any]:
+        while b"\n" not in self._buffer:
+            chunk = await self._receive.receive_some()
+            assert chunk, "the agent closed its output"
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+async def test_a_prompt_after_the_harness_session_ended_runs_in_a_new_one_recorded_in_the_chain(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "state").mkdir()
+    db = tmp_path / "state" / "sessions.sqlite"
+    script = (ScriptedTurn(content="first"), ScriptedTurn(content="second"))
+    config = ServerConfig(
+        port=0,
+        workspace_root=str(tmp_path),
+        db_path=str(db),
+        models={"fake-model/v1": ScenarioModelFactory(script)},
+        created_session_timeout_ms=200,
+    )
+    to_agent_send, to_agent_receive = trio.testing.memory_stream_one_way_pair()
+    from_agent_send, from_agent_receive = trio.testing.memory_stream_one_way_pair()
+    log = SessionLog(f"{db}.acp-sessions.jsonl")
+    editor = _Lines(to_agent_send, from_agent_receive)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: run_acp_stdio(config, to_agent_receive, from_agent_send, session_log=log))
+        await editor.request(1, "initialize", {"protocolVersion": 1})
+        created = await editor.request(2, "session/new", {"cwd": str(tmp_path / "ws"), "mcpServers": []})
+        session_id = created["result"]["sessionId"]
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]}
+        assert (await editor.request(3, "session/prompt", prompt))["result"] == {"stopReason": "end_turn"}
+        await trio.sleep(0.6)  # the server's idle timeout ends the harness session meanwhile
+        assert (await editor.request(4, "session/prompt", prompt))["result"] == {"stopReason": "end_turn"}
+        chain = await log.harness_sessions(session_id)
+        assert len(chain) == 2
+        await to_agent_send.aclose()

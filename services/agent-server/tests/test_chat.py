@@ -215,6 +215,59 @@ def test_a_piped_prompt_runs_one_turn_with_plain_output(tmp_path: Path, from_els
     assert done.stderr == ""
 
 
+def test_the_prompts_of_one_chat_are_turns_of_one_conversation(tmp_path: Path) -> None:
+    """Issue #23: one session for the chat; its one model plays the script on across the turns."""
+    repo = git_repo(tmp_path / "repo")
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text("- content: first answer\n- content: second answer\n", encoding="utf-8")
+    done = run_chat(repo, "one\ntwo\n", "--scenario", str(scenario))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [lines[0], lines[1], lines[3], lines[4]] == ["> one", "first answer", "> two", "second answer"]
+    sessions = re.findall(r"session (sess-[0-9a-f-]+)\]", done.stdout)
+    assert len(sessions) == 2
+    assert sessions[0] == sessions[1]
+
+
+async def test_a_chat_whose_session_ended_starts_a_new_one_and_says_so(running: ServerFactory) -> None:
+    script = (ScriptedTurn(content="first answer"), ScriptedTurn(content="second answer"))
+    options = {
+        "models": {DEFAULT_MODEL_NAME: ScenarioModelFactory(script)},
+        "created_session_timeout_ms": 300,
+    }
+    async with running(**options) as handle:
+        assert handle.token is not None
+        command = [sys.executable, "-m", "agent_server", "chat", "--url", handle.url, "--workspace", "ws"]
+        process = await trio.lowlevel.open_process(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=child_environment(HARNESS_AGENT_TOKEN=handle.token),
+        )
+        assert process.stdin is not None
+        assert process.stdout is not None
+        output = b""
+        await process.stdin.send_all(b"one\n")
+        with trio.fail_after(30):
+            while b"session sess-" not in output:
+                output += await process.stdout.receive_some()
+        await trio.sleep(0.8)  # longer than the server's idle timeout: the session ends
+        await process.stdin.send_all(b"two\n")
+        await process.stdin.aclose()
+        with trio.fail_after(30):
+            while chunk := await process.stdout.receive_some():
+                output += chunk
+        assert await process.wait() == 0
+    text = output.decode()
+    assert "[the session had ended; a new one starts without the earlier turns]" in text
+    # A new session, with a new model: its script starts again.
+    assert text.count("first answer") == 2
+    sessions = re.findall(r"session (sess-[0-9a-f-]+)\]", text)
+    assert len(sessions) == 2
+    assert sessions[0] != sessions[1]
+
+
 def test_without_a_yes_to_rule_a_piped_chat_denies_and_says_so_on_stderr(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo")
     scenario = tmp_path / "scenario.yaml"

@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_server import ServerConfig, ServerHandle, serve
 from agent_server._cli import _parser, build_config, main  # pyright: ignore[reportPrivateUsage]
 from agent_server.client import AcpClientError
+from harness_kernel.runtime import ContextPolicy, InvalidRunInputError
+from harness_kernel.runtime._context import check_context_policy as kernel_check
 
 
 def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
@@ -86,6 +90,9 @@ def test_serve_refuses_invalid_environment_with_exit_2(
     assert message in capsys.readouterr().err
 
 
+_WINDOW_100 = ("--context-window-tokens", "100")
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -100,6 +107,25 @@ def test_serve_refuses_invalid_environment_with_exit_2(
         (["--bogus"], "unrecognized arguments"),
         (["--workspace-adapter", "docker"], "argument --workspace-adapter: invalid choice: 'docker'"),
         (["--workspace-adapter", ""], "argument --workspace-adapter: invalid choice: ''"),
+        (["--context-window-tokens", "1000"], "give --context-window-tokens and --context-threshold-tokens"),
+        (["--context-threshold-tokens", "10"], "give --context-window-tokens and --context-threshold-tokens"),
+        (["--context-tail-messages", "4"], "--context-tail-messages and --context-reserve-tokens need"),
+        (["--context-reserve-tokens", "4"], "--context-tail-messages and --context-reserve-tokens need"),
+        (["--context-window-tokens", "0"], "must be a positive integer"),
+        (["--context-tail-messages", "-1"], "must be a non-negative integer"),
+        (
+            [*_WINDOW_100, "--context-threshold-tokens", "200"],
+            "threshold_tokens (--context-threshold-tokens) must be an integer from 1 to 100",
+        ),
+        (
+            [*_WINDOW_100, "--context-threshold-tokens", "50", "--context-reserve-tokens", "100"],
+            "reserve_tokens (--context-reserve-tokens) must be an integer from 0 to 99",
+        ),
+        (
+            [*_WINDOW_100, "--context-threshold-tokens", "50", "--context-tail-messages", "10001"],
+            "tail_messages (--context-tail-messages) must be an integer from 0 to 10000",
+        ),
+        (["--resume-interrupted"], "resume_interrupted needs a persistent session store"),
     ],
 )
 def test_serve_refuses_invalid_flags_with_exit_2(
@@ -112,6 +138,61 @@ def test_serve_refuses_invalid_flags_with_exit_2(
         status = parse_error.code
     assert status == 2
     assert message in capsys.readouterr().err
+
+
+def test_context_and_resume_flags_configure_every_turn_and_the_start_up(tmp_path: Path) -> None:
+    flags = ["--context-window-tokens", "8000", "--context-threshold-tokens", "6000"]
+    serve = ["serve", "--workspace-root", str(tmp_path)]
+    arguments = _parser().parse_args([*serve, *flags, "--resume-interrupted"])
+    config = build_config(arguments, {})
+    assert config.context_policy == ContextPolicy(window_tokens=8000, threshold_tokens=6000)
+    assert config.resume_interrupted is True
+    tuned = [*flags, "--context-tail-messages", "0", "--context-reserve-tokens", "1000"]
+    arguments = _parser().parse_args([*serve, *tuned])
+    config = build_config(arguments, {})
+    assert config.context_policy == ContextPolicy(
+        window_tokens=8000, threshold_tokens=6000, tail_messages=0, reserve_tokens=1000
+    )
+    assert config.resume_interrupted is False
+    plain = build_config(_parser().parse_args(serve), {})
+    assert plain.context_policy is None
+    # The editor adapter takes the model's window too; start-up resumption is serve's alone.
+    acp = build_config(_parser().parse_args(["acp", "--workspace-root", str(tmp_path), *flags]), {})
+    assert acp.context_policy == ContextPolicy(window_tokens=8000, threshold_tokens=6000)
+    assert acp.resume_interrupted is False
+
+
+_SIZES = st.one_of(st.integers(min_value=-3, max_value=300), st.sampled_from([2**53 - 1, 2**53]))
+
+
+@given(window=_SIZES, threshold=_SIZES, tail=_SIZES | st.just(10_001), reserve=_SIZES)
+def test_the_server_accepts_exactly_the_context_policies_the_runtime_admits(
+    window: int, threshold: int, tail: int, reserve: int
+) -> None:
+    """The server checks the policy once at start-up with the runtime's own rules (kernel.md §8.15)."""
+    policy = ContextPolicy(
+        window_tokens=window, threshold_tokens=threshold, tail_messages=tail, reserve_tokens=reserve
+    )
+    try:
+        kernel_check(policy)
+    except InvalidRunInputError:
+        admitted = False
+    else:
+        admitted = True
+    try:
+        ServerConfig(context_policy=policy)
+    except ValueError:
+        accepted = False
+    else:
+        accepted = True
+    assert accepted == admitted
+
+
+def test_the_context_policy_must_be_the_runtimes_type() -> None:
+    with pytest.raises(ValueError, match=r"context_policy must be a harness_kernel\.runtime\.ContextPolicy"):
+        ServerConfig(context_policy={"window_tokens": 10})  # pyright: ignore[reportArgumentType]
+    with pytest.raises(ValueError, match="resume_interrupted must be a bool"):
+        ServerConfig(resume_interrupted="yes")  # pyright: ignore[reportArgumentType]
 
 
 def test_remote_host_is_allowed_with_token_and_plaintext_opt_in(tmp_path: Path) -> None:
@@ -248,4 +329,6 @@ def test_demo_command_exits_zero_shows_the_refusal_and_the_local_workspace_run()
     assert "read_file ok=False error=TOOL_BAD_INPUT" in result.stdout
     assert "../outside.txt refused before policy: TOOL_BAD_INPUT" in result.stdout
     assert "not for the model" not in result.stdout
-    assert result.stdout.count("status=completed") == 2
+    # Two turns of the first session (a follow-up, issue #23), one of the local workspace's.
+    assert result.stdout.count("status=completed") == 3
+    assert "A follow-up turn of the same session" in result.stdout

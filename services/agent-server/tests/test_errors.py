@@ -11,6 +11,7 @@ from agent_server._errors import (
     InvalidParamsError,
     InvalidRequestError,
     MethodNotFoundError,
+    NoRunningTurnError,
     NotInitializedError,
     ParseError,
     PermissionNotFoundError,
@@ -20,8 +21,10 @@ from agent_server._errors import (
     ServerSessionLimitError,
     SessionAlreadyRunError,
     SessionLimitError,
+    SessionNotContinuableError,
     SessionNotFoundError,
     SessionNotRestorableError,
+    SteeringRefusedError,
     StorageFullError,
     StoreUnavailableError,
     store_unavailable_in,
@@ -41,8 +44,11 @@ TABLE = [
     (StorageFullError, -32015, "ACP_STORAGE_FULL"),
     (RunTimeLimitError, -32016, "ACP_RUN_TIME_LIMIT"),
     (StoreUnavailableError, -32018, "ACP_STORE_UNAVAILABLE"),
+    (NoRunningTurnError, -32019, "ACP_NO_RUNNING_TURN"),
     (PermissionNotFoundError, -32020, "ACP_PERMISSION_NOT_FOUND"),
     (PermissionResolvedError, -32021, "ACP_PERMISSION_RESOLVED"),
+    (SteeringRefusedError, -32022, "ACP_STEERING_REFUSED"),
+    (SessionNotContinuableError, -32023, "ACP_SESSION_NOT_CONTINUABLE"),
 ]
 
 

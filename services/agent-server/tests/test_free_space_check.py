@@ -17,7 +17,7 @@ import trio.testing
 
 from agent_server import ServerConfig
 from agent_server._errors import StorageFullError
-from agent_server._sessions import FREE_SPACE_TTL_SECONDS, ServerState
+from agent_server._state import FREE_SPACE_TTL_SECONDS, ServerState
 from harness_kernel.store import MemorySessionStore
 
 

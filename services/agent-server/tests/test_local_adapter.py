@@ -225,7 +225,10 @@ async def test_the_adapter_is_disposed_when_the_run_fails(running: ServerFactory
         assert descriptors_on(running.workspace) == 0
 
 
-async def test_the_adapter_is_disposed_when_a_running_session_is_canceled(running: ServerFactory) -> None:
+async def test_a_canceled_turn_keeps_the_adapter_and_closing_the_session_disposes_it(
+    running: ServerFactory,
+) -> None:
+    """Issue #23: a cancel ends the turn, not the conversation; ``session/close`` ends the session."""
     (running.workspace / "a.txt").write_text("a")
     run = CapturingRun()
     options: dict[str, Any] = {"models": {"fake-model/v1": reading("a.txt")}, "tools": read_tools}
@@ -250,8 +253,13 @@ async def test_the_adapter_is_disposed_when_a_running_session_is_canceled(runnin
             assert not run.local(0).disposed
             assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": True}
         assert outcome[0].code == -32603
+        assert not run.local(0).disposed
+        assert descriptors_on(running.workspace) == 1
+        assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": False}
+        assert await client.request("session/close", {"sessionId": session_id}) == {"closed": True}
         assert run.local(0).disposed
         assert descriptors_on(running.workspace) == 0
+        assert await client.request("session/close", {"sessionId": session_id}) == {"closed": False}
 
 
 async def test_an_unprompted_session_releases_its_adapter_when_canceled_or_idle(

@@ -51,7 +51,7 @@ async def test_session_with_a_tool_call_streams_stored_events_in_order(running: 
         assert [note["params"]["seq"] for note in notes] == list(range(len(notes)))
         types = [note["params"]["event"]["type"] for note in notes]
         # The §6.5 events, in their order ...
-        assert [kind for kind in types if not kind.startswith(("turn.", "message."))] == [
+        assert [kind for kind in types if not kind.startswith(("turn.", "message.", "runtime."))] == [
             "session.created",
             "agent.started",
             "model.request",
@@ -65,21 +65,26 @@ async def test_session_with_a_tool_call_streams_stored_events_in_order(running: 
             "model.response",
             "agent.stopped",
         ]
-        # ... interleaved with the runtime's turn and message events (decision 034).
+        # ... interleaved with the runtime's turn and message events (decision 034) and its
+        # checkpoints at the turn, each request and a response that asks for tools (issue #23).
         assert types == [
             "session.created",
             "agent.started",
             "turn.started",
             "message.completed",
+            "runtime.checkpoint",
+            "runtime.checkpoint",
             "model.request",
             "model.response",
             "message.completed",
+            "runtime.checkpoint",
             "tool.call",
             "policy.decision",
             "permission.requested",
             "permission.resolved",
             "tool.result",
             "message.completed",
+            "runtime.checkpoint",
             "model.request",
             "message.delta",
             "model.response",
@@ -87,6 +92,8 @@ async def test_session_with_a_tool_call_streams_stored_events_in_order(running: 
             "turn.completed",
             "agent.stopped",
         ]
+        # The session stays open for a follow-up (issue #23) until it is closed.
+        assert await client.request("session/close", {"sessionId": session_id}) == {"closed": True}
         replay = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
         assert replay["status"] == "completed"
         assert replay["replayedEvents"] == len(notes)
@@ -111,7 +118,7 @@ async def test_without_a_store_seq_counts_from_zero_and_restore_is_refused(runni
 
 
 class FailingStore(SqliteSessionStore):
-    """A store whose appends fail after the first commit (``session.created`` and admission)."""
+    """A store whose appends fail after the first commit (``session.created``, admission, checkpoint)."""
 
     commits = 0
 
@@ -134,10 +141,10 @@ async def test_a_store_failing_mid_run_answers_internal_error_and_keeps_the_row_
                 await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
             assert failed.value.code == -32603
             assert failed.value.data_code is None
-            assert [n["params"]["seq"] for n in client.drain_notifications()] == [0, 1, 2, 3]
+            assert [n["params"]["seq"] for n in client.drain_notifications()] == [0, 1, 2, 3, 4]
         record = await store.get(session_id)
         assert record.status == "active"
-        assert await store.size(session_id) == 4
+        assert await store.size(session_id) == 5
 
 
 class LeaseFailingStore(SqliteSessionStore):
@@ -275,8 +282,8 @@ async def test_a_client_vanishing_mid_prompt_loses_no_event_and_leaves_other_con
             assert await other.request("permission/respond", answer) == {"accepted": True}
         assert outcome[0]["status"] == "completed"
         other_notes = [other_requested, *other.drain_notifications()]
-        # permission.requested is the tenth event of the run (seq 9), the rest follow it gaplessly.
-        assert [n["params"]["seq"] for n in other_notes] == list(range(9, 9 + len(other_notes)))
+        # permission.requested is the thirteenth event of the run (seq 12), the rest follow it gaplessly.
+        assert [n["params"]["seq"] for n in other_notes] == list(range(12, 12 + len(other_notes)))
 
         async with handle.connect() as fresh:
             await fresh.initialize()
@@ -339,6 +346,8 @@ async def test_a_failed_redaction_stores_an_error_event_instead_and_aborts_the_r
                 "agent.started",
                 "turn.started",
                 "message.completed",
+                "runtime.checkpoint",
+                "runtime.checkpoint",
                 "model.request",
                 "error",
             ]

@@ -6,13 +6,18 @@ token (as ``agent-server demo`` does) and talks to it with :class:`~agent_server
 so every ACP prompt runs as a harness session: the same runtime, policy, permission path
 and store, never a second loop.
 
-A harness session runs one prompt (spec §5.3), an ACP session many: an ACP session is a
-chain of harness sessions, one per prompt, in the same workspace. With a durable store the
-chain is recorded in ``<db>.acp-sessions.jsonl`` so that ``session/load`` can replay it.
+An ACP session is one harness session, kept open on its own loopback connection: its first
+prompt is the harness session's first turn, every later one a follow-up turn that sees the
+conversation so far (issue #23). Should the harness session end under it (an idle timeout),
+the next prompt opens another in the same workspace, so an ACP session is a chain of harness
+sessions — usually of one. With a durable store the chain is recorded in
+``<db>.acp-sessions.jsonl`` so that ``session/load`` can replay it; logs written when every
+prompt had its own harness session load the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -28,7 +33,7 @@ import trio
 from agent_server._acp_stdio_map import UpdateMapper, stop_reason
 from agent_server._acp_stdio_rpc import PeerError, RpcError, StdioPeer
 from agent_server._config import ServerConfig
-from agent_server._server import ServerHandle, embedded_server, private_config
+from agent_server._server import EMBEDDED_IDLE_MS, ServerHandle, embedded_server, private_config
 from agent_server._version import __version__
 from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError
 
@@ -42,6 +47,7 @@ _RESOURCE_NOT_FOUND: Final = -32002
 _RESTORE_PAGE: Final = 1000
 _DRAIN_SECONDS: Final = 5.0
 """After the input ends, how long requests in flight may take to answer (a cancelled run ends fast)."""
+_SESSION_FINISHED: Final = -32011
 _ALLOW: Final = "allow-once"
 _PERMISSION_OPTIONS: Final = (
     {"optionId": _ALLOW, "name": "Allow once", "kind": "allow_once"},
@@ -83,7 +89,8 @@ def _params(params: object, kind: type[_T]) -> _T:
 
 
 class SessionLog:
-    """The harness sessions of each ACP session, one JSON line per prompt, in an owner-only file.
+    """The harness sessions of each ACP session, one JSON line per harness session, in an
+    owner-only file (older logs hold a line per prompt, each naming its own harness session).
 
     Args:
         path: The file (created with mode 0600 on first use).
@@ -101,7 +108,7 @@ class SessionLog:
             os.close(descriptor)
 
     async def record(self, acp_session: str, harness_session: str) -> None:
-        """Append that ``harness_session`` ran a prompt of ``acp_session``, durably."""
+        """Append that ``harness_session`` runs prompts of ``acp_session``, durably."""
         line = json.dumps({"session": acp_session, "harness": harness_session}) + "\n"
         await trio.to_thread.run_sync(self._append, line)
 
@@ -119,7 +126,7 @@ class SessionLog:
                 continue  # a line torn by a crash mid-write names no session
             if isinstance(entry, dict) and entry.get("session") == acp_session:  # pyright: ignore[reportUnknownMemberType]
                 found.append(str(entry.get("harness")))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
-        return found
+        return list(dict.fromkeys(found))  # each harness session once, in order
 
     async def harness_sessions(self, acp_session: str) -> list[str]:
         """The harness sessions of ``acp_session``, oldest first (none for an unknown one)."""
@@ -132,7 +139,8 @@ class _Harness:
 
     client: AcpClient
     session_id: str
-    opened_at: float
+    recorded: bool = False
+    """Whether the session log names it (at its first prompt)."""
     done: trio.Event = field(default_factory=trio.Event)
 
 
@@ -140,10 +148,15 @@ class _Harness:
 class _Session:
     id: str
     cwd: str
-    waiting: _Harness | None = None
+    harness: _Harness | None = None
+    """The harness session the ACP session's prompts run in, kept between prompts."""
     running: _Harness | None = None
     busy: bool = False
     cancelled: bool = False
+
+
+class _HarnessFinishedError(Exception):
+    """The harness session ended before this prompt (``-32011``): another one takes the prompt."""
 
 
 async def _now(value: object) -> object:
@@ -153,11 +166,8 @@ async def _now(value: object) -> object:
 class _Agent:
     """The ACP methods of one stdio connection, over the embedded server ``handle``."""
 
-    def __init__(
-        self, handle: ServerHandle, log: SessionLog | None, connections: trio.Nursery, *, idle_s: float
-    ) -> None:
+    def __init__(self, handle: ServerHandle, log: SessionLog | None, connections: trio.Nursery) -> None:
         self._handle = handle
-        self._idle_s = idle_s
         self._log = log
         self._nursery = connections
         self._connected: set[_Harness] = set()
@@ -238,9 +248,9 @@ class _Agent:
     async def _new(self, request: _NewParams) -> JsonObject:
         cwd = self._cwd(request.cwd, request.mcp_servers)
         session = _Session(id=f"acp-{uuid.uuid4()}", cwd=cwd)
-        # The first harness session is created now, so a workspace or a tool the server
-        # refuses is refused at session/new, where an editor shows it.
-        session.waiting = await self._open(cwd)
+        # The harness session is created now, so a workspace or a tool the server refuses is
+        # refused at session/new, where an editor shows it.
+        session.harness = await self._open(cwd)
         self._sessions[session.id] = session
         return {"sessionId": session.id}
 
@@ -258,7 +268,7 @@ class _Agent:
             except AcpClientError as error:
                 task_status.started(error)  # the server's refusal, for the editor to show
                 return
-            harness = _Harness(client, created["sessionId"], trio.current_time())
+            harness = _Harness(client, created["sessionId"])
             self._connected.add(harness)
             try:
                 task_status.started(harness)
@@ -307,27 +317,33 @@ class _Agent:
 
     async def _prompt(self, session: _Session, text: str) -> JsonObject:
         try:
-            harness, session.waiting = session.waiting, None
-            if harness is not None and trio.current_time() - harness.opened_at > self._idle_s / 2:
-                # The server cancels a session never prompted within its idle timeout; an
-                # editor may wait longer than that before the first prompt.
-                harness.done.set()
-                harness = None
-            if harness is None:
-                harness = await self._open(session.cwd)
-            if session.cancelled:
-                harness.done.set()
-                return {"stopReason": "cancelled"}
-            session.running = harness
-            try:
-                if self._log is not None:
-                    await self._log.record(session.id, harness.session_id)
-                return await self._run(session, harness, text)
-            finally:
-                session.running = None
-                harness.done.set()
+            for _ in range(2):
+                harness = await self._harness(session)
+                if session.cancelled:
+                    return {"stopReason": "cancelled"}
+                session.running = harness
+                try:
+                    return await self._run(session, harness, text)
+                except _HarnessFinishedError:
+                    # Finished under us (its idle timeout): the prompt goes to a fresh one.
+                    harness.done.set()
+                    session.harness = None
+                finally:
+                    session.running = None
+            raise RpcError(-32603, "the run failed: no harness session took the prompt")
         finally:
             session.busy = False
+
+    async def _harness(self, session: _Session) -> _Harness:
+        """The ACP session's harness session: the open one, else a new one (recorded in the log)."""
+        harness = session.harness
+        if harness is None or harness.done.is_set():
+            harness = session.harness = await self._open(session.cwd)
+        if not harness.recorded:
+            if self._log is not None:
+                await self._log.record(session.id, harness.session_id)
+            harness.recorded = True
+        return harness
 
     async def _run(self, session: _Session, harness: _Harness, text: str) -> JsonObject:
         mapper = UpdateMapper(session.cwd)
@@ -346,6 +362,8 @@ class _Agent:
         # Every event of the prompt was sent before its answer; the rest is still queued.
         for note in client.drain_notifications():
             await self._forward(session, harness, mapper, note, None)
+        if failure is not None and failure.code == _SESSION_FINISHED and mapper.status is None:
+            raise _HarnessFinishedError(failure.message)
         reason = stop_reason(
             mapper.status or (result or {}).get("status"), mapper.finish_reason, session.cancelled
         )
@@ -460,7 +478,7 @@ async def run_acp_stdio(
     async with embedded_server(config) as handle:
         _log.info("harness/acp/1 server embedded at 127.0.0.1:%d", handle.port)
         async with trio.open_nursery() as connections:
-            agent = _Agent(handle, session_log, connections, idle_s=config.created_session_timeout_ms / 1000)
+            agent = _Agent(handle, session_log, connections)
             with trio.CancelScope() as draining:
                 async with trio.open_nursery() as requests:
                     peer = StdioPeer(receive, send, agent.on_request, agent.on_notification)
@@ -475,12 +493,13 @@ async def run_acp_stdio(
 
 
 def embedded_config(config: ServerConfig) -> ServerConfig:
-    """``serve``'s configuration made private to this process: loopback, any free port, a fresh token.
+    """``serve``'s configuration made private to this process: loopback, any free port, a fresh
+    token, and idle sessions kept a day (the editor's sessions are this process's only ones).
 
     The session workspace is the ``cwd`` the editor sends, so the root is the filesystem root
     unless ``--workspace-root`` narrowed it; tools stay rooted at the session's own workspace.
     """
-    return private_config(config)
+    return dataclasses.replace(private_config(config), created_session_timeout_ms=EMBEDDED_IDLE_MS)
 
 
 def run_stdio_process(config: ServerConfig) -> int:

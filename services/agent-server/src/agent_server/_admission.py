@@ -1,19 +1,37 @@
-"""Tool admission at ``session/new`` (spec §5.2): the boundary admission table of harness-tools.
+"""Admitting a session (spec §5.1, §5.2): its workspace, its tools by the boundary admission table
+of harness-tools, its workspace adapter.
 
 The table itself (``harness_tools.admission_refusal``) decides; this module resolves boundary
-roots on the host, refuses duplicates and builds the session's registry.
+roots on the host, refuses duplicates and builds the session's registry. ``session/new`` and
+``session/continue`` build a session with the same functions.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
-from agent_server._errors import InvalidParamsError
+import trio
+
+from agent_server._config import ServerConfig, ToolProviderContext
+from agent_server._conversation import Session
+from agent_server._errors import InvalidParamsError, SandboxUnavailableError
+from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
 from harness_tools import Tool, ToolRegistry, admission_refusal
+from harness_workspace import WorkspaceEscapesRootError, declare_isolation, open_workspace
+from harness_workspace.local import (
+    WORKSPACE_NOT_A_DIRECTORY,
+    WORKSPACE_NOT_FOUND,
+    LocalWorkspace,
+    LocalWorkspaceError,
+)
 
-__all__ = ["admit_tools"]
+__all__ = ["admit_tools", "build_session", "open_adapter", "resolve_workspace"]
+
+_log: Final = logging.getLogger("agent_server")
+_WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
 
 
 def _resolved_root(root: str) -> str | None:
@@ -59,3 +77,89 @@ def admit_tools(
             raise InvalidParamsError(message)
         admitted.append(tool)
     return ToolRegistry(admitted)
+
+
+def resolve_workspace(root: str, requested: str) -> str:
+    """The canonical path of the existing directory ``requested`` names inside ``root``.
+
+    Blocking; the server calls it in a worker thread.
+
+    Raises:
+        AcpError: ``-32602`` when it escapes the root, is missing, or is not a directory.
+    """
+    try:
+        lexical = open_workspace(root).resolve_path(requested)
+        real = os.path.realpath(lexical, strict=True)
+    except (WorkspaceEscapesRootError, OSError, ValueError):
+        raise InvalidParamsError(_WORKSPACE_MISSING) from None
+    inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+    if not inside or not os.path.isdir(real):
+        raise InvalidParamsError(_WORKSPACE_MISSING)
+    return real
+
+
+async def open_adapter(config: ServerConfig, workspace: str) -> LocalWorkspace | SandboxWorkspace | None:
+    """The session's own adapter (``workspace_adapter`` ``"local"`` or ``"sandbox"``), else ``None``.
+
+    Raises:
+        AcpError: ``-32602`` when the workspace vanished since it was resolved;
+            ``-32017`` when the sandbox cannot be made (its engine is unavailable, the
+            image is not pinned, the copy is over the disk limit …; the message says why).
+        LocalWorkspaceError: any other failure to open a local adapter (answered ``-32603``).
+    """
+    if config.workspace_adapter is None:
+        return None
+    if config.workspace_adapter == "sandbox":
+        assert config.sandbox_engine is not None
+        try:
+            return await SandboxWorkspace.create(
+                workspace, engine=config.sandbox_engine, limits=config.sandbox_limits
+            )
+        except SandboxError as error:
+            if error.code == SANDBOX_SOURCE_INVALID:
+                raise InvalidParamsError(_WORKSPACE_MISSING) from None
+            _log.warning("session sandbox refused: %s (%s)", error.message, error.code)
+            raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
+    try:
+        # The constructor opens the directory: blocking, so in a worker thread.
+        local = await trio.to_thread.run_sync(LocalWorkspace, workspace)
+    except LocalWorkspaceError as error:
+        if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
+            raise InvalidParamsError(_WORKSPACE_MISSING) from None
+        raise
+    if config.allow_host_effects:
+        # The operator's explicit, unsafe opt-in: writes and commands act on the host.
+        declare_isolation(local, "unsafe-host")
+    return local
+
+
+async def build_session(
+    config: ServerConfig, session_id: str, workspace: str, model_name: str, task_id: str | None
+) -> Session:
+    """The session's manifest, admitted tools and adapter (steps 4 and 6 of §5.1).
+
+    The adapter is opened last, before any row is created or taken, so a failure before it
+    leaves nothing to dispose; whoever fails after it disposes it.
+    """
+    manifest = None
+    if task_id is not None:
+        manifest = await trio.to_thread.run_sync(config.load_manifest, workspace, task_id)
+    context = ToolProviderContext(
+        session_id=session_id, workspace=workspace, task_id=task_id, model=model_name
+    )
+    offered: list[Tool[Any]] = list(config.tools(context))
+    local = config.workspace_adapter is not None
+    # The same rule that makes the session's workspace declared isolated (open_adapter).
+    isolated = config.effects_admitted
+    tools = await trio.to_thread.run_sync(
+        lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
+    )
+    return Session(
+        id=session_id,
+        workspace=workspace,
+        model_name=model_name,
+        task_id=task_id,
+        manifest=manifest,
+        tools=tools,
+        adapter=await open_adapter(config, workspace),
+    )

@@ -1,9 +1,9 @@
 """``agent-server chat``: an interactive terminal client of ``harness/acp/1``.
 
-One prompt line is one turn. ``harness/acp/1`` runs one prompt per session (spec §5.3: a
-second prompt is ``-32011``), so each turn opens a fresh session in the same workspace and
-the model does not see earlier turns; the session id is printed so that ``/resume`` can show
-it again. The embedded server (no ``--url``) is the real :func:`serve` on 127.0.0.1.
+One prompt line is one turn of the chat's one session, a conversation (issue #23): the model
+sees the earlier turns. Should the session end under the chat (a server's idle timeout), the
+next prompt opens a new one, and says so. The session id is printed so that ``/resume`` can
+show it again. The embedded server (no ``--url``) is the real :func:`serve` on 127.0.0.1.
 
 Terminal input never blocks the event loop: a line is read by a worker thread (``input``,
 with the standard library's ``readline`` line editing on a terminal) and handed back to trio.
@@ -13,6 +13,7 @@ A read interrupted by Ctrl-C is kept, not lost: the next read takes its line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import signal
@@ -29,7 +30,7 @@ from agent_server._chat_cli import ACTION_CLASSES, ChatOptions, chat_options
 from agent_server._chat_view import Style, Transcript, terminal_safe
 from agent_server._cli import build_config
 from agent_server._config import ServerConfig
-from agent_server._server import ServerHandle, private_config, serve
+from agent_server._server import EMBEDDED_IDLE_MS, ServerHandle, private_config, serve
 from agent_server.client import (
     AcpClient,
     AcpClientError,
@@ -45,6 +46,7 @@ _HELP: Final = "type a request; /resume SESSION shows a stored session; /quit (o
 _ASK: Final = "allow? [y/N/a(lways for this run)] "
 _RESTORE_PAGE: Final = 1000
 _INTERRUPTED: Final = 130
+_SESSION_FINISHED: Final = -32011
 
 
 @dataclass
@@ -140,6 +142,8 @@ class Chat:
         self._lines = LineReader(terminal=self._interactive, out=out)
         self._rules = PermissionRules(options.yes_to)
         self._turn: _Turn | None = None
+        self._session_id: str | None = None
+        """The chat's session: every prompt is a turn of it (issue #23), until it ends."""
         self._status = 0
 
     async def run(self) -> int:
@@ -210,19 +214,16 @@ class Chat:
             self._turn = None
 
     async def _run_turn(self, turn: _Turn, text: str) -> None:
-        created = await self._client.request("session/new", {"workspace": self._options.workspace})
-        turn.session_id = session_id = str(created["sessionId"])
-        result: JsonObject | None = None
-        failure: AcpClientError | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._follow, session_id)
-            try:
-                params = {"sessionId": session_id, "content": text}
-                result = await self._client.request("session/prompt", params)
-            except AcpClientError as error:
-                failure = error  # kept out of the nursery, which would wrap it in a group
-            finally:
-                nursery.cancel_scope.cancel()
+        session_id = await self._session(turn)
+        result, failure = await self._send(session_id, text)
+        if failure is not None and failure.code == _SESSION_FINISHED and not turn.cancel_requested:
+            # The session ended under the chat (the server's idle timeout): a new one takes the prompt.
+            self._session_id = None
+            self._view.line(
+                self._style.dim("[the session had ended; a new one starts without the earlier turns]")
+            )
+            session_id = await self._session(turn)
+            result, failure = await self._send(session_id, text)
         self._show_notes(session_id)
         if failure is not None and not turn.cancel_requested:
             raise failure
@@ -236,6 +237,29 @@ class Chat:
         self._view.line(self._style.dim(line))
         if status != "completed":
             self._failed()
+
+    async def _session(self, turn: _Turn) -> str:
+        """The chat's session, created at the first prompt."""
+        if self._session_id is None:
+            created = await self._client.request("session/new", {"workspace": self._options.workspace})
+            self._session_id = str(created["sessionId"])
+        turn.session_id = self._session_id
+        return self._session_id
+
+    async def _send(self, session_id: str, text: str) -> tuple[JsonObject | None, AcpClientError | None]:
+        """Prompt the session while its events are shown; the result, or the refusal."""
+        result: JsonObject | None = None
+        failure: AcpClientError | None = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow, session_id)
+            try:
+                params = {"sessionId": session_id, "content": text}
+                result = await self._client.request("session/prompt", params)
+            except AcpClientError as error:
+                failure = error  # kept out of the nursery, which would wrap it in a group
+            finally:
+                nursery.cancel_scope.cancel()
+        return result, failure
 
     def _show_notes(self, session_id: str) -> None:
         """Show the notifications the server wrote before its answer and the follower did not take."""
@@ -336,7 +360,8 @@ def embedded_config(
     }
     config = build_config(argparse.Namespace(**values), environ)
     # No configured token: serve generates one for this process and hands it out on its handle.
-    return private_config(config)
+    # The chat's one session waits for its user as long as a day (issue #23).
+    return dataclasses.replace(private_config(config), created_session_timeout_ms=EMBEDDED_IDLE_MS)
 
 
 async def _chat(options: ChatOptions, config: ServerConfig | None, out: TextIO, err: TextIO) -> int:

@@ -32,7 +32,15 @@ _YES_TO: Final = (*ACTION_CLASSES, "all")
 _OWN: Final = frozenset({"command", "url", "workspace", "yes_to"})
 # serve flags for a listening server: chat's embedded server always listens on 127.0.0.1, port 0.
 _LISTENER_ONLY: Final = frozenset(
-    {"host", "port", "workspace_root", "allow_plaintext_remote", "allow_origin", "readiness_path"}
+    {
+        "host",
+        "port",
+        "workspace_root",
+        "allow_plaintext_remote",
+        "allow_origin",
+        "readiness_path",
+        "resume_interrupted",
+    }
 )
 _TOKEN: Final = frozenset({"token_file", "token_env"})
 # The defaults chat changes: one command gives an agent that can read the current repository.

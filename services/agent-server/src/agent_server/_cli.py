@@ -32,6 +32,7 @@ from agent_server._environment import (
 )
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import ServerHandle, default_token_path, serve
+from harness_kernel.runtime import ContextPolicy
 from harness_models import ModelError, ModelSpec, Timeouts, model_factory, parse_model_spec
 from harness_sandbox import BubblewrapEngine, DockerEngine, SandboxEngine, SandboxLimits
 
@@ -236,6 +237,12 @@ def _add_storage_options(group: argparse._ArgumentGroup) -> None:  # pyright: ig
     )
     store.add_argument("--no-db", action="store_true", help="keep sessions in memory only; lost on exit")
     group.add_argument(
+        "--resume-interrupted",
+        action="store_true",
+        help="at start-up, continue in the background every session of this root whose turn a"
+        " crash interrupted (no client attached: permission requests are denied)",
+    )
+    group.add_argument(
         "--retention-days",
         type=_non_negative,
         default=30,
@@ -282,6 +289,37 @@ def _add_model_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         default=None,
         metavar="FILE",
         help="a scenario file whose script the fake model plays (default: the fake model's own)",
+    )
+    group.add_argument(
+        "--context-window-tokens",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="the model's context window: a request that would not fit fails before it is sent"
+        " (default: none, the context is not measured; give it with --context-threshold-tokens)",
+    )
+    group.add_argument(
+        "--context-threshold-tokens",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="compact the conversation (the model summarises its older part) once a request's"
+        " estimate reaches this, at most the window less the reserve"
+        " (default: none; required with --context-window-tokens)",
+    )
+    group.add_argument(
+        "--context-tail-messages",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="the latest messages a compaction keeps word for word (default: 8)",
+    )
+    group.add_argument(
+        "--context-reserve-tokens",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="tokens of the window kept free for the answer (default: 0)",
     )
 
 
@@ -415,6 +453,7 @@ def _add_acp_parser(acp: argparse.ArgumentParser, serve_parser: argparse.Argumen
     defaults |= {"readiness_path": None, "max_sessions": 256, "retention_days": 30, "outbound_stall_ms": None}
     # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
     defaults |= {"store": "sqlite", "database_url": None, "session_lease_seconds": 30}
+    defaults |= {"resume_interrupted": False}
     acp.set_defaults(**defaults)
 
 
@@ -472,6 +511,11 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
             )
         options["allow_host_effects"] = True
     options.update(_store_options(arguments, environment))
+    policy = _context_policy(arguments)
+    if policy is not None:
+        options["context_policy"] = policy
+    if arguments.resume_interrupted:
+        options["resume_interrupted"] = True
     config = ServerConfig(
         host=arguments.host,
         port=port,
@@ -517,6 +561,33 @@ def _store_options(arguments: argparse.Namespace, environment: Environment) -> d
     if arguments.db is not None or arguments.no_db:
         raise ValueError("--db and --no-db are for --store sqlite")
     return {"database_url": url}
+
+
+def _context_policy(arguments: argparse.Namespace) -> ContextPolicy | None:
+    """The ``--context-*`` flags as a :class:`ContextPolicy` (ranges are checked by ``ServerConfig``).
+
+    Raises:
+        ValueError: only one of the window and the threshold, or the tail or the reserve
+            without them.
+    """
+    window, threshold = arguments.context_window_tokens, arguments.context_threshold_tokens
+    if window is None and threshold is None:
+        if arguments.context_tail_messages is not None or arguments.context_reserve_tokens is not None:
+            raise ValueError(
+                "--context-tail-messages and --context-reserve-tokens need"
+                " --context-window-tokens and --context-threshold-tokens"
+            )
+        return None
+    if window is None or threshold is None:
+        raise ValueError("give --context-window-tokens and --context-threshold-tokens together")
+    tail = arguments.context_tail_messages
+    reserve = arguments.context_reserve_tokens
+    return ContextPolicy(
+        window_tokens=window,
+        threshold_tokens=threshold,
+        tail_messages=8 if tail is None else tail,
+        reserve_tokens=0 if reserve is None else reserve,
+    )
 
 
 def _check_effect_tools(names: list[str], config: ServerConfig) -> None:

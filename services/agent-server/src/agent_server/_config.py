@@ -17,7 +17,7 @@ from agent_server._protocol import utf8_size
 from harness_kernel.events import random_id
 from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
 from harness_kernel.models import FakeModel, Model, ModelAdapter
-from harness_kernel.runtime import MinimalAgentRuntime
+from harness_kernel.runtime import ContextPolicy, MinimalAgentRuntime
 from harness_kernel.store import SessionStore
 from harness_sandbox import SandboxEngine, SandboxLimits, is_isolating_engine
 from harness_tools import Tool
@@ -32,6 +32,7 @@ __all__ = [
     "ToolProvider",
     "ToolProviderContext",
     "WorkspaceAdapterName",
+    "check_context_policy",
     "check_database_url",
     "read_task_manifest",
 ]
@@ -139,6 +140,29 @@ def check_database_url(url: object) -> str:
     return url
 
 
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+MAX_TAIL_MESSAGES: Final = 10_000
+
+
+def check_context_policy(policy: object) -> None:
+    """Refuse a context policy the runtime would refuse at every turn (kernel.md §8.15).
+
+    Raises:
+        ValueError: not a ``ContextPolicy``, or a field out of its range: ``window_tokens``
+            1..2**53-1, ``reserve_tokens`` 0..window-1, ``threshold_tokens``
+            1..window-reserve, ``tail_messages`` 0..10 000.
+    """
+    if type(policy) is not ContextPolicy:
+        raise ValueError("context_policy must be a harness_kernel.runtime.ContextPolicy or None")
+    assert isinstance(policy, ContextPolicy)
+    # Named by field and by flag: the CLI's --context-* flags build the policy.
+    window, reserve = policy.window_tokens, policy.reserve_tokens
+    _check_int(window, "window_tokens (--context-window-tokens)", 1, MAX_SAFE_INTEGER)
+    _check_int(reserve, "reserve_tokens (--context-reserve-tokens)", 0, window - 1)
+    _check_int(policy.threshold_tokens, "threshold_tokens (--context-threshold-tokens)", 1, window - reserve)
+    _check_int(policy.tail_messages, "tail_messages (--context-tail-messages)", 0, MAX_TAIL_MESSAGES)
+
+
 def _check_optional_str(value: object, name: str) -> None:
     if value is not None and type(value) is not str:
         raise ValueError(f"{name} must be a str or None")
@@ -166,6 +190,11 @@ class ServerConfig:
     commands (``fs.write``, ``process.exec``) are admitted only there, or — **unsafe**: they
     then act on the host as this process's user — with ``workspace_adapter="local"`` and
     ``allow_host_effects=True``, the operator's explicit opt-in (issue #18).
+
+    ``context_policy`` turns on the runtime's context accounting and compaction for every
+    turn (kernel.md §8.15); every turn stores runtime checkpoints, so an interrupted turn can
+    be continued (``session/continue``), and ``resume_interrupted`` continues this root's
+    interrupted sessions in the background at start-up (issue #23).
 
     ``outbound_stall_ms`` is how long a full outbound queue may see its peer accept no byte
     before the socket is closed with 1013 (10 ms to 10 min); ``close_grace_ms`` is how long a
@@ -205,6 +234,8 @@ class ServerConfig:
     sandbox_engine: SandboxEngine | None = None
     sandbox_limits: SandboxLimits | None = None
     allow_host_effects: bool = False
+    context_policy: ContextPolicy | None = None
+    resume_interrupted: bool = False
     models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
     default_model: str | None = None
     tools: ToolProvider = _no_tools
@@ -246,6 +277,7 @@ class ServerConfig:
         for name in ("persistence", "allow_plaintext_remote", "allow_host_effects"):
             if type(getattr(self, name)) is not bool:
                 raise ValueError(f"{name} must be a bool")
+        self._check_conversations()
         if self.session_store is not None and not isinstance(self.session_store, SessionStore):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError("session_store must be a SessionStore or None")
         if self.db_path is not None and self.session_store is not None:
@@ -281,6 +313,14 @@ class ServerConfig:
         for name in ("tools", "load_manifest", "runtime", "now", "new_id"):
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be callable")
+
+    def _check_conversations(self) -> None:
+        if type(self.resume_interrupted) is not bool:
+            raise ValueError("resume_interrupted must be a bool")
+        if self.resume_interrupted and not self.persistence:
+            raise ValueError("resume_interrupted needs a persistent session store")
+        if self.context_policy is not None:
+            check_context_policy(self.context_policy)
 
     def _check_tokens(self) -> None:
         if self.auth_token is not None and self.auth_tokens is not None:

@@ -22,6 +22,8 @@ from agent_server._errors import (
 from agent_server._protocol import (
     PROTOCOL_VERSION,
     CancelParams,
+    CloseParams,
+    ContinueParams,
     InitializeParams,
     InitializeResult,
     NewSessionParams,
@@ -30,13 +32,15 @@ from agent_server._protocol import (
     Request,
     RestoreParams,
     ServerCapabilities,
+    SteerParams,
     decode_params,
     encode_error,
     encode_result,
     parse_request,
 )
 from agent_server._restore import restore_session
-from agent_server._sessions import PromptCanceledError, ServerState, SessionManager
+from agent_server._sessions import PromptCanceledError, SessionManager
+from agent_server._state import ServerState
 from agent_server._version import __version__
 
 __all__ = ["AGENT_NAME", "AcpConnection"]
@@ -49,9 +53,12 @@ _METHODS: Final = frozenset(
         "initialize",
         "session/new",
         "session/prompt",
+        "session/steer",
         "permission/respond",
         "session/cancel",
+        "session/close",
         "session/restore",
+        "session/continue",
     }
 )
 _REQUEST_MARGIN: Final = 32
@@ -160,8 +167,14 @@ class AcpConnection:
             return await sessions.prompt(decode_params(raw, PromptParams))
         if method == "permission/respond":
             return sessions.respond(decode_params(raw, PermissionRespondParams))
+        if method == "session/steer":
+            return await sessions.steer(decode_params(raw, SteerParams))
         if method == "session/cancel":
             return await sessions.cancel(decode_params(raw, CancelParams))
+        if method == "session/close":
+            return await sessions.close(decode_params(raw, CloseParams))
+        if method == "session/continue":
+            return await sessions.continue_session(decode_params(raw, ContinueParams))
         return await restore_session(
             self._state, decode_params(raw, RestoreParams), sessions.send, principal=self._principal
         )

@@ -27,7 +27,8 @@ __all__ = ["run_demo"]
 
 _SCRIPT: Final = (
     ScriptedTurn(tool_calls=[ToolCall("call-1", "echo", {"message": "hello from the demo"})]),
-    ScriptedTurn(content="The echo tool answered; the demo session is complete."),
+    ScriptedTurn(content="The echo tool answered; the first turn is complete."),
+    ScriptedTurn(content="A follow-up turn of the same session: the first turn's messages came with it."),
 )
 _PLAIN: Final = "project"
 _WITH_FILES: Final = "project-with-files"
@@ -119,6 +120,11 @@ async def _session(handle: ServerHandle) -> None:
         result, _ = await _prompt(client, session_id, "Say hello.")
         usage = result["usage"]
         print(f"result: {result['status']}: {result['finalText']!r} (tokens: {usage['totalTokens']})")
+        print("\nthe same session, a follow-up prompt (a session is a conversation):")
+        result, _ = await _prompt(client, session_id, "And what happened?")
+        usage = result["usage"]
+        print(f"result: {result['status']}: {result['finalText']!r} (session tokens: {usage['totalTokens']})")
+        await client.request("session/close", {"sessionId": session_id})
         replay = await client.request("session/restore", {"sessionId": session_id, "afterSeq": -1})
         print(f"restore from -1: {replay['replayedEvents']} stored events, status {replay['status']}")
         while True:

@@ -15,6 +15,7 @@ __all__ = [
     "InvalidParamsError",
     "InvalidRequestError",
     "MethodNotFoundError",
+    "NoRunningTurnError",
     "NotInitializedError",
     "ParseError",
     "PermissionNotFoundError",
@@ -25,8 +26,10 @@ __all__ = [
     "ServerSessionLimitError",
     "SessionAlreadyRunError",
     "SessionLimitError",
+    "SessionNotContinuableError",
     "SessionNotFoundError",
     "SessionNotRestorableError",
+    "SteeringRefusedError",
     "StorageFullError",
     "StoreUnavailableError",
     "store_unavailable_in",
@@ -131,7 +134,7 @@ class SessionNotFoundError(_AcpFailure):
 
 
 class SessionAlreadyRunError(_AcpFailure):
-    """``-32011``: a prompt on a session that is not ``created``."""
+    """``-32011``: a prompt on a session whose turn is running, or that has finished (issue #23)."""
 
     CODE, DATA_CODE, DEFAULT_MESSAGE = -32011, "ACP_SESSION_ALREADY_RUN", "session has already run"
 
@@ -197,6 +200,33 @@ class StoreUnavailableError(_AcpFailure):
         "ACP_STORE_UNAVAILABLE",
         "the session store is unreachable; try again",
     )
+
+
+class NoRunningTurnError(_AcpFailure):
+    """``-32019``: ``session/steer`` on a session with no running turn (issue #23)."""
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32019, "ACP_NO_RUNNING_TURN", "the session has no running turn"
+
+
+class SteeringRefusedError(_AcpFailure):
+    """``-32022``: the turn is ending (canceled, completing or just finished); nothing was stored.
+
+    The text can go as the session's next prompt (issue #23).
+    """
+
+    CODE, DATA_CODE = -32022, "ACP_STEERING_REFUSED"
+    DEFAULT_MESSAGE = "the turn is ending and takes no more steering; send the text as the next prompt"
+
+
+class SessionNotContinuableError(_AcpFailure):
+    """``-32023``: ``session/continue`` on a session with no interrupted turn to continue (issue #23).
+
+    Its last turn ended, it never ran one, or the turn stored no runtime checkpoint (or an
+    invalid one); the message says which.
+    """
+
+    CODE, DATA_CODE = -32023, "ACP_SESSION_NOT_CONTINUABLE"
+    DEFAULT_MESSAGE = "the session has no interrupted turn to continue"
 
 
 STORE_UNAVAILABLE_CODE: Final = "SESS_UNAVAILABLE"

@@ -29,6 +29,9 @@ __all__ = [
     "CancelParams",
     "CancelResult",
     "Capabilities",
+    "CloseParams",
+    "CloseResult",
+    "ContinueParams",
     "InitializeParams",
     "InitializeResult",
     "JsonValue",
@@ -44,6 +47,8 @@ __all__ = [
     "RestoreParams",
     "RestoreResult",
     "ServerCapabilities",
+    "SteerParams",
+    "SteerResult",
     "decode_params",
     "encode_error",
     "encode_notification",
@@ -159,6 +164,24 @@ class CancelParams(_SessionParams, frozen=True):
     """``session/cancel`` params."""
 
 
+class SteerParams(_SessionParams, frozen=True):
+    """``session/steer`` params (issue #23)."""
+
+    content: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_size(self.content, "content", 1, 256 * 1024)
+
+
+class CloseParams(_SessionParams, frozen=True):
+    """``session/close`` params (issue #23)."""
+
+
+class ContinueParams(_SessionParams, frozen=True):
+    """``session/continue`` params (issue #23)."""
+
+
 class RestoreParams(_SessionParams, frozen=True):
     """``session/restore`` params."""
 
@@ -195,7 +218,8 @@ class NewSessionResult(_Result, frozen=True):
 
 
 class PromptUsage(_Result, frozen=True):
-    """Token usage of one prompt; ``total_tokens`` is prompt + completion."""
+    """The session's token usage at the end of the turn (cumulative over its turns, issue #23);
+    ``total_tokens`` is prompt + completion."""
 
     prompt_tokens: int
     completion_tokens: int
@@ -221,6 +245,18 @@ class CancelResult(_Result, frozen=True):
     """``session/cancel`` result."""
 
     canceled: bool
+
+
+class SteerResult(_Result, frozen=True):
+    """``session/steer`` result: the id of the stored steering message."""
+
+    message_id: str
+
+
+class CloseResult(_Result, frozen=True):
+    """``session/close`` result: whether this call ended the session."""
+
+    closed: bool
 
 
 class RestoreResult(_Result, frozen=True):

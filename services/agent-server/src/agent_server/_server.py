@@ -25,12 +25,14 @@ from wsproto.utilities import generate_accept_token
 from agent_server._auth import DEFAULT_PRINCIPAL, Authenticator, FailureThrottle, generate_token
 from agent_server._config import ServerConfig
 from agent_server._connection import AcpConnection
-from agent_server._sessions import ServerState
+from agent_server._resume import InterruptedSessions
+from agent_server._state import ServerState
 from agent_server._transport import WebSocketDriver
 from agent_server.client import AcpClient, connect
 from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
 
 __all__ = [
+    "EMBEDDED_IDLE_MS",
     "ServerHandle",
     "default_db_path",
     "default_token_path",
@@ -220,6 +222,10 @@ class _Server:
             async with trio.open_nursery() as connections:
                 if self._config.retention_days is not None:
                     connections.start_soon(self._apply_retention)
+                resumed = None
+                if self._config.resume_interrupted:
+                    resumed = InterruptedSessions(self._state, connections)
+                    connections.start_soon(resumed.start)
                 with self._accepting:
                     async with trio.open_nursery() as acceptors:
                         for listener in self._listeners:
@@ -232,6 +238,9 @@ class _Server:
                 for driver in list(self._websockets):
                     driver.stop_reading()
                 self._retention.cancel()
+                if resumed is not None:
+                    with trio.CancelScope(shield=True):
+                        await resumed.stop()
         finally:
             self._done.set()
 
@@ -609,6 +618,11 @@ def _raise_descriptor_limit(config: ServerConfig) -> None:
                 soft,
                 needed,
             )
+
+
+EMBEDDED_IDLE_MS: Final = 24 * 3600 * 1000
+"""How long an embedded server (``chat``, ``acp``) keeps a session waiting for its prompt: its one
+user may think longer than the five minutes of a shared server, and the conversation lives in it."""
 
 
 def private_config(config: ServerConfig) -> ServerConfig:

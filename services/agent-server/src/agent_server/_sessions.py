@@ -1,34 +1,44 @@
-"""Sessions of one connection: admission, runs, permissions, durable events (spec §5 to §7)."""
+"""Sessions of one connection: conversations of turns, steering, permissions, durable events (spec §5 to §7).
+
+A session is a conversation (issue #23): its first prompt runs a turn on the session's own
+kernel runtime, and once a turn ends the session waits, ``idle``, with its workspace adapter,
+its lease, its runtime and its event store, for the next prompt, which is a follow-up turn.
+It finishes on ``session/close``, a disconnect, the idle timeout, or a turn that could not
+store its events.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, Final, Literal
+from datetime import timedelta
+from typing import Final
 
 import trio
 
-from agent_server._admission import admit_tools
-from agent_server._config import ServerConfig, ToolProviderContext
+from agent_server._admission import build_session, resolve_workspace
+from agent_server._conversation import WAITING, Conversation, PendingPermission, Session
 from agent_server._errors import (
     InvalidParamsError,
+    NoRunningTurnError,
     PermissionNotFoundError,
     PermissionResolvedError,
     RunTimeLimitError,
-    SandboxUnavailableError,
-    ServerSessionLimitError,
     SessionAlreadyRunError,
     SessionLimitError,
+    SessionNotContinuableError,
     SessionNotFoundError,
-    StorageFullError,
+    SessionNotRestorableError,
+    SteeringRefusedError,
 )
 from agent_server._protocol import (
     CancelParams,
     CancelResult,
+    CloseParams,
+    CloseResult,
+    ContinueParams,
     NewSessionParams,
     NewSessionResult,
     PermissionRespondParams,
@@ -36,9 +46,13 @@ from agent_server._protocol import (
     PromptParams,
     PromptResult,
     PromptUsage,
+    SteerParams,
+    SteerResult,
     encode_notification,
 )
-from agent_server._turns import Outbox, RunEvents, RunOutcome, consume
+from agent_server._restore import claim_interrupted
+from agent_server._state import ServerState
+from agent_server._turns import RunEvents, RunOutcome, consume
 from harness_kernel.events import (
     ErrorData,
     Event,
@@ -48,121 +62,35 @@ from harness_kernel.events import (
     redact_event,
     serialize_event,
 )
-from harness_kernel.manifest import TaskManifest, manifest_permissions
+from harness_kernel.manifest import manifest_permissions
 from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
-from harness_kernel.runtime import AgentRuntimeError, MinimalAgentRuntime, RunInput, RuntimeBudget
-from harness_kernel.store import SessionStore
-from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
-from harness_tools import Tool, ToolRegistry
-from harness_workspace import (
-    AbortController,
-    AbortSignal,
-    WorkspaceEscapesRootError,
-    declare_isolation,
-    open_workspace,
+from harness_kernel.runtime import (
+    AgentRuntimeError,
+    CheckpointError,
+    ContinuationError,
+    ContinueInput,
+    InvalidRunInputError,
+    RunInput,
+    RunStream,
+    RunTerminalError,
+    RuntimeBudget,
+    SteeringClosedError,
 )
-from harness_workspace.local import (
-    WORKSPACE_NOT_A_DIRECTORY,
-    WORKSPACE_NOT_FOUND,
-    LocalWorkspace,
-    LocalWorkspaceError,
-)
+from harness_kernel.store import SESS_OWNERSHIP_LOST, SessionStore, SessionStoreError
+from harness_workspace import AbortController, AbortSignal
 
-__all__ = ["ServerState", "Session", "SessionManager"]
+__all__ = ["PersistenceFailedError", "PromptCanceledError", "SessionManager"]
 
 _log: Final = logging.getLogger("agent_server")
 
-SessionState = Literal["created", "running", "completed", "failed", "canceled"]
-_TERMINAL: Final = frozenset({"completed", "failed", "canceled"})
-
 NOTE_CANCELED: Final = "session canceled"
+NOTE_CLOSED: Final = "session closed"
 NOTE_DISCONNECTED: Final = "ACP client disconnected"
 NOTE_FINISHED: Final = "session finished"
 NOTE_TIMED_OUT: Final = "permission request timed out"
 NOTE_RUN_TIME_LIMIT: Final = "run time limit reached"
-_WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
-FREE_SPACE_TTL_SECONDS: Final = 0.5
-"""How long one reading of the store's free disk space serves ``check_storage``."""
-
-
-@dataclass(eq=False, slots=True)
-class ServerState:
-    """What every connection shares: configuration, root, store, session ids and session slots.
-
-    ``live_sessions`` counts sessions from admission at ``session/new`` until they finish,
-    server-wide; ``storage_directory`` is the folder of the store's file, whose free space is
-    checked before a session is created or prompted.
-    """
-
-    config: ServerConfig
-    root: str
-    store: SessionStore
-    persistent: bool = True
-    storage_directory: str | None = None
-    active_session_ids: set[str] = field(default_factory=set[str])
-    live_sessions: int = 0
-    _free_bytes: int | None = None
-    _free_read_at: float | None = None
-    _free_reading: trio.Event | None = None
-
-    async def clock(self) -> datetime:
-        """The store clock, which also judges the sessions' leases."""
-        return await self.store.current_time()
-
-    def reserve_session(self) -> None:
-        """Take one server-wide session slot, synchronously (so pipelined requests cannot overrun it).
-
-        Raises:
-            AcpError: ``-32014`` when ``max_sessions`` sessions are live.
-        """
-        if self.live_sessions >= self.config.max_sessions:
-            raise ServerSessionLimitError()
-        self.live_sessions += 1
-
-    def release_session(self) -> None:
-        """Give back a slot taken by :meth:`reserve_session`."""
-        self.live_sessions -= 1
-
-    async def check_storage(self) -> None:
-        """Refuse new work while the store's file system has less than ``min_free_disk_bytes`` free.
-
-        Raises:
-            AcpError: ``-32015`` when the disk is too full.
-        """
-        directory = self.storage_directory
-        floor = self.config.min_free_disk_bytes
-        if directory is None or floor == 0:
-            return
-        free = await self._free_space(directory)
-        if free is not None and free < floor:
-            _log.warning("refusing new work: %d bytes free in %s, below %d", free, directory, floor)
-            raise StorageFullError()
-
-    async def _free_space(self, directory: str) -> int | None:
-        """Free bytes in ``directory``, read at most once per :data:`FREE_SPACE_TTL_SECONDS`.
-
-        Reading it costs a worker-thread round trip, which dominated ``session/new`` under
-        load; one reading serves every check for a moment, and checks that arrive while a
-        reading is under way share it. ``None`` when it cannot be read (logged; not refused).
-        """
-        now = trio.current_time()
-        if self._free_read_at is not None and now - self._free_read_at < FREE_SPACE_TTL_SECONDS:
-            return self._free_bytes
-        if self._free_reading is not None:
-            await self._free_reading.wait()
-            return self._free_bytes
-        reading = self._free_reading = trio.Event()
-        try:
-            self._free_bytes = (await trio.to_thread.run_sync(shutil.disk_usage, directory)).free
-        except OSError:
-            _log.exception("checking free space in %s failed", directory)
-            self._free_bytes = None
-        finally:
-            self._free_read_at = trio.current_time()
-            self._free_reading = None
-            reading.set()
-        return self._free_bytes
+NOTE_NO_OPERATOR: Final = "no operator is connected: the turn was continued at server start"
 
 
 class PersistenceFailedError(Exception):
@@ -173,66 +101,16 @@ class PromptCanceledError(Exception):
     """The run ended canceled; its prompt is answered with an internal error (§5.3 step 4)."""
 
 
-@dataclass(eq=False, slots=True)
-class _Pending:
-    done: trio.Event = field(default_factory=trio.Event)
-    resolution: PermissionResolution | None = None
-
-
-@dataclass(eq=False, slots=True)
-class Session:
-    """One session of a connection."""
-
-    id: str
-    workspace: str
-    model_name: str
-    task_id: str | None
-    manifest: TaskManifest | None
-    tools: ToolRegistry
-    adapter: LocalWorkspace | SandboxWorkspace | None = None
-    state: SessionState = "created"
-    abort: AbortController = field(default_factory=AbortController)
-    pending: dict[str, _Pending] = field(default_factory=dict[str, _Pending])
-    resolved: set[str] = field(default_factory=set[str])
-    persistence_failed: bool = False
-    persistence_error: BaseException | None = None
-    """Why persistence failed (the store's error), chained into the prompt's failure."""
-    finished: bool = False
-    idle_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    lease_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    run_limit_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    run_limit_reached: bool = False
-    outbox: Outbox = field(default_factory=Outbox)
-    runtime: MinimalAgentRuntime | None = None
-    run_id: str | None = None
-
-    def resolve_pending(self, permission_id: str, resolution: PermissionResolution) -> None:
-        """Settle one pending permission and mark its id used."""
-        pending = self.pending.pop(permission_id, None)
-        self.resolved.add(permission_id)
-        if pending is not None:
-            pending.resolution = resolution
-            pending.done.set()
-
-    def deny_pending(self, note: str) -> None:
-        """Deny every pending permission with ``note``."""
-        for permission_id in list(self.pending):
-            self.resolve_pending(permission_id, PermissionResolution("deny", note))
-
-    def stop(self, note: str) -> None:
-        """Deny pending permissions and abort the run (cancel and disconnect)."""
-        self.deny_pending(note)
-        self.abort.abort(note)
-
-
 class SessionManager:
-    """The sessions created by one connection and the methods that act on them.
+    """The sessions created (or continued) by one connection and the methods that act on them.
 
     Args:
         state: The server-wide state.
         send: Queues one text frame, waiting for outbound room; dropped once the connection is closing.
         nursery: Runs the session timers; the connection waits for it.
         principal: The connection's principal, recorded in each session's metadata.
+        operator: Whether a client can answer permission requests; without one (a session
+            continued at server start) every ask is denied at once.
     """
 
     def __init__(
@@ -242,12 +120,14 @@ class SessionManager:
         nursery: trio.Nursery,
         *,
         principal: str,
+        operator: bool = True,
     ) -> None:
         self._state = state
         self._config = state.config
         self._send = send
         self._nursery = nursery
         self._principal = principal
+        self._operator = operator
         self._sessions: dict[str, Session] = {}
         self._created = 0
         self.owner_id: Final = state.config.new_id("connection")
@@ -261,52 +141,20 @@ class SessionManager:
 
     # ------------------------------------------------------------ session/new
 
-    def _resolve_workspace(self, requested: str) -> str:
-        root = self._state.root
-        try:
-            lexical = open_workspace(root).resolve_path(requested)
-            real = os.path.realpath(lexical, strict=True)
-        except (WorkspaceEscapesRootError, OSError, ValueError):
-            raise InvalidParamsError(_WORKSPACE_MISSING) from None
-        inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-        if not inside or not os.path.isdir(real):
-            raise InvalidParamsError(_WORKSPACE_MISSING)
-        return real
-
-    async def _open_adapter(self, workspace: str) -> LocalWorkspace | SandboxWorkspace | None:
-        """The session's own adapter (``workspace_adapter`` ``"local"`` or ``"sandbox"``), else ``None``.
+    def _take_slot(self) -> None:
+        """Count one session of this connection and take a server-wide slot, before any ``await``.
 
         Raises:
-            AcpError: ``-32602`` when the workspace vanished since it was resolved;
-                ``-32017`` when the sandbox cannot be made (its engine is unavailable, the
-                image is not pinned, the copy is over the disk limit …; the message says why).
-            LocalWorkspaceError: any other failure to open a local adapter (answered ``-32603``).
+            AcpError: ``-32012`` or ``-32014`` at either cap.
         """
-        config = self._config
-        if config.workspace_adapter is None:
-            return None
-        if config.workspace_adapter == "sandbox":
-            assert config.sandbox_engine is not None
-            try:
-                return await SandboxWorkspace.create(
-                    workspace, engine=config.sandbox_engine, limits=config.sandbox_limits
-                )
-            except SandboxError as error:
-                if error.code == SANDBOX_SOURCE_INVALID:
-                    raise InvalidParamsError(_WORKSPACE_MISSING) from None
-                _log.warning("session sandbox refused: %s (%s)", error.message, error.code)
-                raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
-        try:
-            # The constructor opens the directory: blocking, so in a worker thread.
-            local = await trio.to_thread.run_sync(LocalWorkspace, workspace)
-        except LocalWorkspaceError as error:
-            if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
-                raise InvalidParamsError(_WORKSPACE_MISSING) from None
-            raise
-        if config.allow_host_effects:
-            # The operator's explicit, unsafe opt-in: writes and commands act on the host.
-            declare_isolation(local, "unsafe-host")
-        return local
+        if self._created >= self._config.max_sessions_per_connection:
+            raise SessionLimitError()
+        self._state.reserve_session()
+        self._created += 1
+
+    def _give_back_slot(self) -> None:
+        self._created -= 1
+        self._state.release_session()
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
         """``session/new`` (§5.1).
@@ -315,18 +163,14 @@ class SessionManager:
         ``await``, so pipelined requests cannot overrun either cap; a creation that fails
         gives both back.
         """
-        if self._created >= self._config.max_sessions_per_connection:
-            raise SessionLimitError()
-        self._state.reserve_session()
-        self._created += 1
+        self._take_slot()
         try:
             session = await self._admit(params)
         except BaseException:
-            self._created -= 1
-            self._state.release_session()
+            self._give_back_slot()
             raise
         self._sessions[session.id] = session
-        self._nursery.start_soon(self._idle_timer, session)
+        self._start_idle_timer(session)
         self._nursery.start_soon(self._lease_refresh, session)
         return NewSessionResult(session_id=session.id)
 
@@ -334,38 +178,14 @@ class SessionManager:
         """Check and build one session and create its row (steps 2 to 7 of §5.1)."""
         config = self._config
         await self._state.check_storage()
-        workspace = await trio.to_thread.run_sync(self._resolve_workspace, params.workspace)
+        workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
         model_name = params.model if params.model is not None else config.chosen_default_model
         if model_name is None or model_name not in config.models:
             raise InvalidParamsError("unknown model")
-        manifest = None
-        if params.task_id is not None:
-            manifest = await trio.to_thread.run_sync(config.load_manifest, workspace, params.task_id)
         session_id = config.new_id("sess")
         if session_id in self._state.active_session_ids:
             raise RuntimeError("session id collision")
-        context = ToolProviderContext(
-            session_id=session_id, workspace=workspace, task_id=params.task_id, model=model_name
-        )
-        offered: list[Tool[Any]] = list(config.tools(context))
-        local = config.workspace_adapter is not None
-        # The same rule that makes the session's workspace declared isolated (_open_adapter).
-        isolated = config.effects_admitted
-        tools = await trio.to_thread.run_sync(
-            lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
-        )
-        # The adapter is opened before the row is created, so a failure to open it stores
-        # nothing; a failure to create the row disposes it again.
-        adapter = await self._open_adapter(workspace)
-        session = Session(
-            id=session_id,
-            workspace=workspace,
-            model_name=model_name,
-            task_id=params.task_id,
-            manifest=manifest,
-            tools=tools,
-            adapter=adapter,
-        )
+        session = await build_session(self._config, session_id, workspace, model_name, params.task_id)
         self._state.active_session_ids.add(session_id)
         try:
             await self._create_row(session)
@@ -393,18 +213,24 @@ class SessionManager:
         if record.lease is None or record.lease.owner_id != self.owner_id:
             raise RuntimeError("session row belongs to another owner")
 
-    async def _idle_timer(self, session: Session) -> None:
+    # ------------------------------------------------------------ timers
+
+    def _start_idle_timer(self, session: Session) -> None:
+        """(Re)start the timer that finishes a session left waiting for a prompt too long."""
+        session.idle_scope = scope = trio.CancelScope()
+        self._nursery.start_soon(self._idle_timer, session, scope)
+
+    async def _idle_timer(self, session: Session, scope: trio.CancelScope) -> None:
         try:
-            with session.idle_scope:
+            with scope:
                 await trio.sleep(self._config.created_session_timeout_ms / 1000)
-                if session.state == "created":
+                if session.state in WAITING:
                     session.stop(NOTE_CANCELED)
-                    session.state = "canceled"
                     await self._finish(session)
         finally:
-            # Cancelled from outside while never prompted (no disconnect ran): the adapter
-            # must not outlive the session all the same.
-            if session.state == "created":
+            # Cancelled from outside while waiting (no disconnect ran): the adapter must not
+            # outlive the session all the same. A timer replaced by a later one leaves it be.
+            if session.idle_scope is scope and session.state in WAITING:
                 await self._dispose_adapter(session)
 
     async def _lease_refresh(self, session: Session) -> None:
@@ -420,7 +246,24 @@ class SessionManager:
                     session.persistence_failed = True
                     session.persistence_error = error
                     session.abort.abort("persistence failure")
+                    if session.state in WAITING:
+                        # No turn runs to notice: the session ends now, its row left active.
+                        self._nursery.start_soon(functools.partial(self._finish, session, keep_active=True))
                     return
+
+    async def _run_limit_timer(self, session: Session, scope: trio.CancelScope) -> None:
+        """Abort the turn once it has run for ``max_run_ms`` (pending permissions are denied)."""
+        with scope:
+            await trio.sleep(self._config.max_run_ms / 1000)
+            _log.warning("session %s reached its run time limit", session.id)
+            session.run_limit_reached = True
+            session.stop(NOTE_RUN_TIME_LIMIT)
+
+    def _run_limit_error(self) -> RunTimeLimitError:
+        seconds = self._config.max_run_ms / 1000
+        return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
+
+    # ------------------------------------------------------------ finishing
 
     async def _dispose_adapter(self, session: Session) -> None:
         """Dispose the session's adapter once, shielded; a failure is logged, never raised.
@@ -440,6 +283,7 @@ class SessionManager:
         if session.finished:
             return
         session.finished = True
+        session.state = "finished"
         session.deny_pending(NOTE_FINISHED)
         session.idle_scope.cancel()
         session.lease_scope.cancel()
@@ -447,7 +291,7 @@ class SessionManager:
         await self._dispose_adapter(session)
         store = self._state.store
         try:
-            if not keep_active:
+            if session.owns_row and not keep_active:
                 with trio.CancelScope(shield=True):
                     await store.close(session.id, owner_id=self.owner_id)
                     if not self._state.persistent:
@@ -455,29 +299,142 @@ class SessionManager:
         except Exception:
             _log.exception("closing the row of session %s failed", session.id)
         finally:
+            session.conversation = None  # the runtime and its messages go with it
             self._forget(session)
 
     def _forget(self, session: Session) -> None:
         """Drop a finished session's id from the active set and give back its slot."""
         self._state.active_session_ids.discard(session.id)
         self._state.release_session()
+        session.done.set()
+
+    @staticmethod
+    async def _forget_events(store: SessionStore) -> None:
+        """Without persistence nothing can be restored: drop closed sessions at once.
+
+        The in-memory store would otherwise keep every event of a long-running server.
+        """
+        now = await store.current_time()
+        while await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
+            pass
 
     # ------------------------------------------------------------ session/prompt
 
     async def prompt(self, params: PromptParams) -> PromptResult:
-        """``session/prompt`` (§5.3) on the kernel runtime, bounded by ``max_run_ms`` of wall time."""
+        """``session/prompt`` (§5.3): the session's first turn, or a follow-up once it is idle.
+
+        Each turn is bounded by ``max_run_ms`` of wall time.
+        """
         session = self._lookup(params.session_id)
-        if session.state == "created":
-            await self._state.check_storage()
-        if session.state != "created":
-            raise SessionAlreadyRunError()
+        _check_promptable(session)
+        await self._state.check_storage()
+        _check_promptable(session)  # a concurrent prompt, a close or the idle timer came first
+
+        async def start() -> RunStream:
+            return self._start_prompt(session, params)
+
+        self._begin_turn(session)
+        return await self._drive(session, start)
+
+    def _begin_turn(self, session: Session) -> None:
+        """``running`` before the first ``await``, so two turns never both start; a fresh abort."""
         session.state = "running"
         session.idle_scope.cancel()
-        self._nursery.start_soon(self._run_limit_timer, session)
+        session.abort = AbortController()
+        session.run_limit_reached = False
+        session.run_limit_scope = trio.CancelScope()
+        self._nursery.start_soon(self._run_limit_timer, session, session.run_limit_scope)
+
+    def _conversation(self, session: Session, *, prelude: Event | None) -> Conversation:
+        """The session's conversation, made at its first turn."""
+        if session.conversation is not None:
+            return session.conversation
+        model = self._config.models[session.model_name]()
+        # A one-shot model names itself in the audit trail; a streaming adapter goes by its
+        # configured name.
+        name: object = getattr(model, "name", None)
+        record = functools.partial(self._record, session)
+        events = RunEvents(session.id, record, self._read_events, prelude=prelude)
+        session.conversation = Conversation(
+            runtime=self._config.runtime(),
+            events=events,
+            model=adapt_model(model),
+            model_name=name if type(name) is str and name else session.model_name,
+        )
+        return session.conversation
+
+    def _start_prompt(self, session: Session, params: PromptParams) -> RunStream:
+        """Admit the prompt's turn: the session's first (``session.created`` goes with it), or a follow-up."""
+        conversation = self._conversation(session, prelude=self._created_event(session))
+        run_input = RunInput(
+            run_id=self._config.new_id("run"),
+            session_id=session.id,
+            turn_id=self._config.new_id("turn"),
+            input=params.content,
+            model=conversation.model_name,
+            model_adapter=conversation.model,
+            event_store=conversation.events,
+            tools=session.tools,
+            permission=self._permission(session),
+            budget=self._budget(session, params.max_model_tokens, params.max_tool_calls),
+            task_id=session.task_id,
+            workspace=session.adapter,
+            signal=session.abort.signal,
+            now=self._timestamp,
+            new_id=self._config.new_id,
+            context_policy=self._config.context_policy,
+            checkpoints=True,
+        )
+        runtime = conversation.runtime
+        stream = runtime.follow_up(run_input) if conversation.turns else runtime.run(run_input)
+        conversation.turns += 1
+        conversation.outcome = RunOutcome(run_id=run_input.run_id)
+        return stream
+
+    def _created_event(self, session: Session) -> Event:
+        return create_event(
+            "session.created",
+            SessionCreatedData(session_id=session.id, workspace=session.workspace),
+            event_id=self._config.new_id("evt"),
+            at=self._timestamp(),
+            actor="kernel",
+        )
+
+    def _timestamp(self) -> str:
+        return format_timestamp(self._config.now())
+
+    def _permission(self, session: Session) -> RulePermissionController:
+        """§5.3 step 3: the manifest's rules (every action ``ask`` without one), asks to the operator."""
+        permissions = manifest_permissions(session.manifest) if session.manifest is not None else None
+
+        async def resolve(request: PermissionRequest, signal: AbortSignal) -> PermissionResolution:
+            return await self._await_operator(session, request)
+
+        return RulePermissionController(permissions, resolve=resolve)
+
+    @staticmethod
+    def _budget(session: Session, max_model_tokens: int | None, max_tool_calls: int | None) -> RuntimeBudget:
+        """Each limit is the smaller of the request's and the manifest's (``max_model_tokens``
+        bounds the whole session: a follow-up inherits its usage)."""
+        limits = session.manifest.budget if session.manifest is not None else None
+        return RuntimeBudget(
+            max_model_tokens=_smallest(max_model_tokens, limits and limits.max_model_tokens),
+            max_tool_calls=_smallest(max_tool_calls, limits and limits.max_tool_calls),
+        )
+
+    async def _drive(self, session: Session, start: Callable[[], Awaitable[RunStream]]) -> PromptResult:
+        """Start a turn, send its events as they are stored, and answer for it (§5.3 step 4)."""
         try:
-            outcome = await self._drive(session, params)
+            stream = await start()
+            conversation = session.conversation
+            assert conversation is not None
+            conversation.stream = stream
+            outcome = await consume(stream, conversation.outcome, session.outbox, self.send)
+            if await conversation.events.store_prelude():  # the run appended nothing (it failed at admission)
+                await session.outbox.flush(self.send)
         except Exception as error:
-            session.state = "canceled" if session.abort.signal.aborted else "failed"
+            # The turn broke off without its outcome (a store or redaction failure, a refused
+            # admission): what the runtime holds no longer matches the store, so the session ends.
             await self._finish(session, keep_active=session.persistence_failed)
             if session.run_limit_reached and not session.persistence_failed:
                 raise self._run_limit_error() from error
@@ -492,89 +449,32 @@ class SessionManager:
             await self._dispose_adapter(session)
             if not session.finished:
                 session.finished = True
+                session.state = "finished"
                 self._forget(session)
             raise
         finally:
             session.run_limit_scope.cancel()
+            if session.conversation is not None:
+                session.conversation.stream = None
         return await self._answer(session, outcome)
 
-    def _run_input(self, session: Session, params: PromptParams, events: RunEvents) -> RunInput:
-        """The runtime's input for one prompt: §5.3 step 3 on ``RunInput``."""
-        config = self._config
-        limits = session.manifest.budget if session.manifest is not None else None
-        budget = RuntimeBudget(
-            max_model_tokens=_smallest(params.max_model_tokens, limits and limits.max_model_tokens),
-            max_tool_calls=_smallest(params.max_tool_calls, limits and limits.max_tool_calls),
-        )
-        permissions = manifest_permissions(session.manifest) if session.manifest is not None else None
-
-        async def resolve(request: PermissionRequest, signal: AbortSignal) -> PermissionResolution:
-            return await self._await_operator(session, request)
-
-        model = config.models[session.model_name]()
-        # A one-shot model names itself in the audit trail; a streaming adapter goes by its
-        # configured name.
-        name: object = getattr(model, "name", None)
-        return RunInput(
-            run_id=config.new_id("run"),
-            session_id=session.id,
-            turn_id=config.new_id("turn"),
-            input=params.content,
-            model=name if type(name) is str and name else session.model_name,
-            model_adapter=adapt_model(model),
-            event_store=events,
-            tools=session.tools,
-            permission=RulePermissionController(permissions, resolve=resolve),
-            budget=budget,
-            task_id=session.task_id,
-            workspace=session.adapter,
-            signal=session.abort.signal,
-            now=lambda: format_timestamp(config.now()),
-            new_id=config.new_id,
-        )
-
-    async def _drive(self, session: Session, params: PromptParams) -> RunOutcome:
-        """Record ``session.created``, then run the turn on a fresh runtime and send its events."""
-        created = create_event(
-            "session.created",
-            SessionCreatedData(session_id=session.id, workspace=session.workspace),
-            event_id=self._config.new_id("evt"),
-            at=format_timestamp(self._config.now()),
-            actor="kernel",
-        )
-        # session.created is stored with the run's admission events, in one commit.
-        events = RunEvents(
-            session.id,
-            lambda batch: self._record(session, batch),
-            self._read_events,
-            prelude=created,
-        )
-        run_input = self._run_input(session, params, events)
-        runtime = self._config.runtime()
-        stream = runtime.run(run_input)
-        session.runtime, session.run_id = runtime, run_input.run_id
-        outcome = await consume(stream, session.outbox, self.send)
-        if await events.store_prelude():  # the run appended nothing (it failed at admission)
-            await session.outbox.flush(self.send)
-        return outcome
-
     async def _answer(self, session: Session, outcome: RunOutcome) -> PromptResult:
-        """The terminal state of a run that ended with its pair, and the prompt's answer (§5.3 step 4)."""
+        """The session after a turn that ended with its pair, and the turn's answer (§5.3 step 4)."""
         if session.persistence_failed:
-            session.state = "failed"
             await self._finish(session, keep_active=True)
             raise PersistenceFailedError("a session event was not stored") from session.persistence_error
-        if session.abort.signal.aborted or outcome.status == "canceled":
-            session.state = "canceled"
+        canceled = session.abort.signal.aborted or outcome.status == "canceled"
+        if session.closing:
+            await self._finish(session)
         else:
-            session.state = "completed" if outcome.status == "completed" else "failed"
-        await self._finish(session)
+            session.state = "idle"
+            self._start_idle_timer(session)
         if session.run_limit_reached:
             raise self._run_limit_error()
-        if session.state == "canceled":
+        if canceled:
             raise PromptCanceledError()
         return PromptResult(
-            status="completed" if session.state == "completed" else "failed",
+            status="completed" if outcome.status == "completed" else "failed",
             events=[],
             final_text=outcome.final_text,
             usage=PromptUsage(
@@ -587,27 +487,126 @@ class SessionManager:
     def _read_events(self, session_id: str) -> AsyncIterator[Event]:
         return self._state.store.event_log(session_id, owner_id=self.owner_id).read_session(session_id)
 
-    @staticmethod
-    async def _forget_events(store: SessionStore) -> None:
-        """Without persistence nothing can be restored: drop closed sessions at once.
+    # ------------------------------------------------------------ session/continue
 
-        The in-memory store would otherwise keep every event of a long-running server.
+    async def continue_session(self, params: ContinueParams) -> PromptResult:
+        """``session/continue``: take up a session's interrupted turn on this connection (issue #23).
+
+        The session joins this connection (it counts as one of its sessions), its turn is
+        continued from its last runtime checkpoint and streamed like a prompt's, and the
+        answer is the prompt's. Afterwards the session is idle here, ready for a follow-up.
         """
-        now = await store.current_time()
-        while await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
-            pass
+        self._take_slot()
+        try:
+            session = await self._claim(params.session_id)
+        except BaseException:
+            self._give_back_slot()
+            raise
+        self._sessions[session.id] = session
+        if self.disconnected:  # the connection (or the server) ended while the session was claimed
+            session.closing = True
+            session.stop(NOTE_DISCONNECTED)
 
-    async def _run_limit_timer(self, session: Session) -> None:
-        """Abort the run once it has run for ``max_run_ms`` (pending permissions are denied)."""
-        with session.run_limit_scope:
-            await trio.sleep(self._config.max_run_ms / 1000)
-            _log.warning("session %s reached its run time limit", session.id)
-            session.run_limit_reached = True
-            session.stop(NOTE_RUN_TIME_LIMIT)
+        async def start() -> RunStream:
+            return await self._start_continuation(session)
 
-    def _run_limit_error(self) -> RunTimeLimitError:
-        seconds = self._config.max_run_ms / 1000
-        return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
+        self._begin_turn(session)
+        return await self._drive(session, start)
+
+    async def _claim(self, session_id: str) -> Session:
+        """Check that the session is this principal's and interrupted, then rebuild it here.
+
+        Raises:
+            AcpError: ``-32010`` another principal's or unknown; ``-32013`` no store, foreign
+                metadata, a live owner lease; ``-32023`` nothing interrupted; and the
+                ``session/new`` refusals of its workspace, manifest and tools.
+        """
+        await self._state.check_storage()
+        principal = self._principal if self._operator else None
+        record = await claim_interrupted(self._state, session_id, principal=principal)
+        if session_id in self._state.active_session_ids:  # its lease is live, so claiming refused it already
+            raise SessionNotRestorableError("the session is live in this server")
+        metadata = record.metadata
+        stored_workspace, model_name = str(metadata["workspace"]), str(metadata["modelName"])
+        # The workspace is resolved again: it must still exist inside the root.
+        root = self._state.root
+        workspace = await trio.to_thread.run_sync(
+            lambda: resolve_workspace(root, os.path.relpath(stored_workspace, root))
+        )
+        session = await build_session(self._config, session_id, workspace, model_name, record.task_id)
+        session.owns_row = False
+        self._state.active_session_ids.add(session_id)
+        return session
+
+    async def _start_continuation(self, session: Session) -> RunStream:
+        """Take the lease and continue the interrupted turn (kernel.md §8.16); then keep the lease.
+
+        Raises:
+            AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
+                session has no interrupted turn with a valid checkpoint.
+        """
+        conversation = self._conversation(session, prelude=None)
+        continued = ContinueInput(
+            session_id=session.id,
+            sessions=self._state.store,
+            owner_id=self.owner_id,
+            lease_ms=self._config.session_lease_ms,
+            event_store=conversation.events,
+            model=conversation.model_name,
+            model_adapter=conversation.model,
+            tools=session.tools,
+            permission=self._permission(session),
+            budget=self._budget(session, None, None),
+            task_id=session.task_id,
+            workspace=session.adapter,
+            signal=session.abort.signal,
+            now=self._timestamp,
+            new_id=self._config.new_id,
+            context_policy=self._config.context_policy,
+        )
+        try:
+            stream = await conversation.runtime.continue_session(continued)
+        except SessionStoreError as error:
+            if error.code == SESS_OWNERSHIP_LOST:
+                raise SessionNotRestorableError("another owner holds the session's lease") from None
+            raise
+        except (ContinuationError, CheckpointError) as error:
+            session.owns_row = True  # the lease was taken before the events were read
+            raise SessionNotContinuableError(error.message) from None
+        session.owns_row = True
+        conversation.turns = 1
+        conversation.outcome = RunOutcome()
+        self._nursery.start_soon(self._lease_refresh, session)
+        return stream
+
+    # ------------------------------------------------------------ session/steer
+
+    async def steer(self, params: SteerParams) -> SteerResult:
+        """``session/steer``: store ``content`` for the running turn's next model request (issue #23).
+
+        Answered once the steering is stored and its ``session/event`` notification is queued,
+        so the answer follows it on the wire.
+
+        Raises:
+            AcpError: ``-32010``; ``-32019`` when no turn runs; ``-32602`` for text the
+                runtime refuses (or 1 024 steering messages already pending); ``-32022`` when
+                the turn is ending.
+        """
+        session = self._lookup(params.session_id)
+        conversation = session.conversation
+        stream = None if conversation is None else conversation.stream
+        if session.state != "running" or stream is None:
+            raise NoRunningTurnError()
+        try:
+            message_id = await stream.steer(params.content)
+        except InvalidRunInputError as error:
+            raise InvalidParamsError(error.message) from None
+        except (RunTerminalError, SteeringClosedError):
+            raise SteeringRefusedError() from None
+        await session.outbox.flush(self.send)
+        return SteerResult(message_id=message_id)
+
+    # ------------------------------------------------------------ events
 
     async def _record(self, session: Session, events: Sequence[Event]) -> None:
         """Redact and store ``events`` with one commit, then queue their notifications (§6).
@@ -637,7 +636,7 @@ class SessionManager:
             "error",
             ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
             event_id=self._config.new_id("evt"),
-            at=format_timestamp(self._config.now()),
+            at=self._timestamp(),
             actor="agent-server",
         )
 
@@ -658,7 +657,7 @@ class SessionManager:
             if event.type == "permission.requested":
                 permission_id: object = getattr(event.data, "permission_id", None)
                 if type(permission_id) is str:
-                    session.pending[permission_id] = _Pending()
+                    session.pending[permission_id] = PendingPermission()
             session.outbox.texts.append(encode_notification(session.id, item.seq, serialize_event(event)))
         del stored
 
@@ -668,20 +667,25 @@ class SessionManager:
             await self._send(text)
 
     async def _await_operator(self, session: Session, request: PermissionRequest) -> PermissionResolution:
-        if session.abort.signal.aborted or session.finished:
-            session.resolved.add(request.permission_id)
-            return PermissionResolution("deny", NOTE_CANCELED)
-        pending = session.pending.get(request.permission_id)
+        permission_id = request.permission_id
+        note = NOTE_CANCELED if session.abort.signal.aborted or session.finished else None
+        if note is None and not self._operator:
+            note = NOTE_NO_OPERATOR
+        if note is not None:
+            resolution = PermissionResolution("deny", note)
+            session.resolve_pending(permission_id, resolution)
+            return resolution
+        pending = session.pending.get(permission_id)
         if pending is None:
-            pending = session.pending[request.permission_id] = _Pending()
+            pending = session.pending[permission_id] = PendingPermission()
         with trio.move_on_after(self._config.permission_timeout_ms / 1000):
             await pending.done.wait()
         if pending.resolution is None:
-            session.resolve_pending(request.permission_id, PermissionResolution("deny", NOTE_TIMED_OUT))
+            session.resolve_pending(permission_id, PermissionResolution("deny", NOTE_TIMED_OUT))
         assert pending.resolution is not None
         return pending.resolution
 
-    # ------------------------------------------------------------ permission/respond, cancel
+    # ------------------------------------------------------------ permission/respond, cancel, close
 
     def respond(self, params: PermissionRespondParams) -> PermissionRespondResult:
         """``permission/respond`` (§7)."""
@@ -694,48 +698,74 @@ class SessionManager:
         raise PermissionNotFoundError()
 
     async def cancel(self, params: CancelParams) -> CancelResult:
-        """``session/cancel`` (§5.4)."""
+        """``session/cancel`` (§5.4): end a ``created`` session, or cancel the running turn.
+
+        A canceled turn leaves the session idle for a follow-up; an idle or finished session
+        has nothing to cancel (``session/close`` ends a conversation).
+        """
         session = self._lookup(params.session_id)
-        if session.state in _TERMINAL:
+        if session.state == "created":
+            session.stop(NOTE_CANCELED)
+            await self._finish(session)
+            return CancelResult(canceled=True)
+        if session.state != "running":
             return CancelResult(canceled=False)
-        await self._stop(session, NOTE_CANCELED)
+        session.stop(NOTE_CANCELED)
+        await self._cancel_run(session)
         return CancelResult(canceled=True)
+
+    async def close(self, params: CloseParams) -> CloseResult:
+        """``session/close``: end the session (its running turn canceled first) and close its row."""
+        session = self._lookup(params.session_id)
+        if session.finished or session.closing:
+            return CloseResult(closed=False)
+        await self._end(session, NOTE_CLOSED)
+        await session.done.wait()
+        return CloseResult(closed=True)
 
     async def disconnect(self) -> None:
         """Apply the disconnect semantics (§5.5); no frame is sent afterwards."""
         self.disconnected = True
         for session in list(self._sessions.values()):
-            if session.state not in _TERMINAL:
-                await self._stop(session, NOTE_DISCONNECTED)
+            if not session.finished:
+                await self._end(session, NOTE_DISCONNECTED)
 
-    async def _stop(self, session: Session, note: str) -> None:
-        """Deny, abort, and finish a ``created`` session (cancel and disconnect).
+    async def _end(self, session: Session, note: str) -> None:
+        """Deny, abort, and finish a waiting session (close and disconnect).
 
-        A running session finishes when its run returns; its adapter is disposed now, so a
+        A running session finishes when its turn returns; its adapter is disposed now, so a
         command that ignores the abort is killed rather than left running until then.
         """
+        session.closing = True
         session.stop(note)
-        if session.state == "created":
-            session.state = "canceled"
+        if session.state in WAITING:
             await self._finish(session)
             return
         await self._dispose_adapter(session)
         await self._cancel_run(session)
 
     async def _cancel_run(self, session: Session) -> None:
-        """The runtime's cancel path: return once the run's terminal pair is durable.
+        """The runtime's cancel path: return once the turn's terminal pair is durable.
 
-        The abort signal already asked the run to stop; this waits for (or drives) its end.
-        A run that ended otherwise, or whose pair could not be stored, is left to the
-        prompt's task, which answers for it.
+        The abort signal already asked the turn to stop; this waits for (or drives) its end.
+        A turn that ended otherwise, or whose pair could not be stored, is left to the
+        turn's task, which answers for it.
         """
-        runtime, run_id = session.runtime, session.run_id
-        if runtime is None or run_id is None:
+        conversation = session.conversation
+        run_id = None if conversation is None else conversation.outcome.run_id
+        if conversation is None or run_id is None:
             return
         try:
-            await runtime.cancel(run_id)
+            await conversation.runtime.cancel(run_id)
         except AgentRuntimeError as error:
             _log.info("cancel of run %s in session %s: %s", run_id, session.id, error.message)
+
+
+def _check_promptable(session: Session) -> None:
+    if session.state == "running":
+        raise SessionAlreadyRunError("a turn of this session is running; steer it or wait for its answer")
+    if session.state == "finished":
+        raise SessionAlreadyRunError("the session has finished")
 
 
 def _smallest(first: int | None, second: int | None) -> int | None:

@@ -1,4 +1,4 @@
-"""One ``session/prompt`` on the kernel runtime: its events stored, then sent (spec §5.3, §6).
+"""One turn of a session on the kernel runtime: its events stored, then sent (spec §5.3, §6).
 
 The server drives :class:`~harness_kernel.runtime.MinimalAgentRuntime`, the kernel's one
 streaming runtime. The runtime appends every event to its event store before it delivers
@@ -16,7 +16,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from harness_kernel.events import AssistantMessageCompletedData, Event, EventUsage, TurnCompletedData
+import trio
+
+from harness_kernel.events import (
+    AssistantMessageCompletedData,
+    Event,
+    EventUsage,
+    TurnCompletedData,
+    TurnResumedData,
+)
 from harness_kernel.runtime import AgentRuntimeError, EventAppendError, RunStream
 
 __all__ = ["Outbox", "RunEvents", "RunOutcome", "consume"]
@@ -24,21 +32,37 @@ __all__ = ["Outbox", "RunEvents", "RunOutcome", "consume"]
 
 @dataclass(eq=False, slots=True)
 class Outbox:
-    """Notification texts of stored events, in store order, waiting for the prompt's task to send them."""
+    """Notification texts of stored events, in store order, waiting to be sent.
+
+    The turn's task flushes after every event; ``session/steer`` flushes too, so its answer
+    follows its ``steering.queued`` notification. Flushes never interleave: a second one waits
+    for the first, so the texts go out in store order.
+    """
 
     texts: deque[str] = field(default_factory=deque[str])
+    _flushing: trio.Event | None = None
 
     async def flush(self, send: Callable[[str], Awaitable[None]]) -> None:
         """Send every waiting text, oldest first; one text at a time leaves the outbox before its send."""
-        while self.texts:
-            await send(self.texts.popleft())
+        while self._flushing is not None:
+            await self._flushing.wait()
+        if not self.texts:
+            return
+        flushing = self._flushing = trio.Event()
+        try:
+            while self.texts:
+                await send(self.texts.popleft())
+        finally:
+            self._flushing = None
+            flushing.set()
 
 
 class RunEvents:
-    """The runtime's :class:`~harness_kernel.store.BatchEventStore` for one session's run.
+    """The runtime's :class:`~harness_kernel.store.BatchEventStore` for one session, every turn.
 
-    ``session.created`` (the ``prelude``) is stored together with the first events the
-    runtime appends (its three admission events), so a prompt's opening costs one durable
+    One object serves all the session's turns (a follow-up must use its session's very
+    store). ``session.created`` (the ``prelude``) is stored together with the first events the
+    runtime appends (its first turn's admission events), so a prompt's opening costs one durable
     commit; :meth:`store_prelude` stores it alone when the run appended nothing.
 
     Args:
@@ -94,18 +118,23 @@ class RunEvents:
 
 @dataclass(eq=False, slots=True)
 class RunOutcome:
-    """What the consumer learned from the stream: the terminal status, the answer and the usage."""
+    """What the consumer learned from the stream: the run, the terminal status, the answer and the
+    session's usage (``turn.completed`` counts every turn of the session so far)."""
 
+    run_id: str | None = None
     status: Literal["completed", "failed", "canceled", "budget_exceeded"] | None = None
     final_text: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
     def observe(self, event: Event) -> None:
-        """Take the final text from the assistant's messages and the outcome from ``turn.completed``."""
+        """Take the final text from the assistant's messages, the outcome from ``turn.completed``
+        and a continued run's id from ``turn.resumed``."""
         data = event.data
         if isinstance(data, AssistantMessageCompletedData):
             self.final_text = data.content
+        elif isinstance(data, TurnResumedData):
+            self.run_id = data.run_id
         elif isinstance(data, TurnCompletedData):
             self.status = data.status
             if isinstance(data.usage, EventUsage):
@@ -113,14 +142,15 @@ class RunOutcome:
                 self.completion_tokens = data.usage.completion_tokens
 
 
-async def consume(stream: RunStream, outbox: Outbox, send: Callable[[str], Awaitable[None]]) -> RunOutcome:
-    """Drive ``stream`` to its end, sending the outbox after every event.
+async def consume(
+    stream: RunStream, outcome: RunOutcome, outbox: Outbox, send: Callable[[str], Awaitable[None]]
+) -> RunOutcome:
+    """Drive ``stream`` to its end, sending the outbox after every event; ``outcome`` observes each.
 
     A failed or budget-exceeded run raises its error after its terminal pair; the pair has
     already told the outcome, so that error only ends the loop. A store failure
     (:class:`EventAppendError`) propagates, after the texts stored before it were sent.
     """
-    outcome = RunOutcome()
     async with stream:
         try:
             async for event in stream:

@@ -191,6 +191,20 @@ class AcpClient:
         notes.extend(self.drain_notifications())
         return result, [note for note in notes if note["params"]["sessionId"] == session_id]
 
+    async def steer(self, session_id: str, content: str) -> str:
+        """Run ``session/steer``: ``content`` reaches the running turn at its next model request.
+
+        Returns the id of the stored steering message; its ``steering.queued`` notification
+        was sent before the answer.
+
+        Raises:
+            AcpClientError: ``-32019`` no turn runs, ``-32022`` the turn is ending, ``-32602``
+                the text is refused, ``-32010`` an unknown session.
+            ConnectionClosedError: the connection closed first.
+        """
+        result = await self.request("session/steer", {"sessionId": session_id, "content": content})
+        return str(result["messageId"])
+
     async def initialize(self) -> JsonObject:
         """Send ``initialize`` with :func:`initialize_params`."""
         return await self.request("initialize", initialize_params())

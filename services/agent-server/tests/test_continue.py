@@ -1,0 +1,335 @@
+"""``session/continue`` and ``resume_interrupted``: an interrupted turn taken up again (issue #23).
+
+The interrupted sessions here are made as a dead server leaves them: a runtime with
+checkpoints writes a turn into the store under another owner's lease and is then simply
+abandoned mid-turn (no terminal pair), and the store clock moves past that lease. The
+process-level versions (a real server killed with SIGKILL) are in
+``test_continue_processes.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from agent_server.client import AcpClient, AcpClientError, JsonObject
+from harness_kernel.models import FakeModel, ModelRequest, ScriptedTurn, ToolCall
+from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
+from harness_kernel.runtime import MinimalAgentRuntime, RunInput, RunStream
+from harness_kernel.store import SqliteSessionStore
+from harness_tools import ToolRegistry, create_echo_tool
+from harness_workspace import AbortSignal
+
+if TYPE_CHECKING:
+    from conftest import ServerFactory
+
+ECHO_THEN_DONE = (
+    ScriptedTurn(tool_calls=[ToolCall("call-1", "echo", {"message": "hi"})]),
+    ScriptedTurn(content="done"),
+)
+RESUMED = (
+    ScriptedTurn(tool_calls=[ToolCall("call-9", "echo", {"message": "again"})]),
+    ScriptedTurn(content="done"),
+)
+NO_OPERATOR = "no operator is connected: the turn was continued at server start"
+
+
+class Clock:
+    """The store's and the server's clock; a test moves it past a dead owner's lease."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def __call__(self) -> datetime:
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.seconds)
+
+
+class SessionModel:
+    """One :class:`FakeModel` for every session of the server, so the test can read its requests."""
+
+    def __init__(self, *turns: ScriptedTurn) -> None:
+        self.fake = FakeModel(turns)
+
+    def __call__(self) -> FakeModel:
+        return self.fake
+
+    def roles(self, call: int) -> list[tuple[str, str]]:
+        request = self.fake.requests[call]
+        assert isinstance(request, ModelRequest)
+        return [(str(message.__struct_config__.tag), message.content) for message in request.messages]
+
+
+class DeadOwner:
+    """A server that died mid-turn: what it stored stays, its lease runs out."""
+
+    def __init__(self, store: SqliteSessionStore, workspace: Path) -> None:
+        self.store = store
+        self.workspace = str(workspace.resolve())
+        self.streams: list[RunStream] = []  # kept, never closed: nothing ends the turn
+
+    async def interrupt(
+        self,
+        session_id: str,
+        *,
+        stop_at: str | None,
+        script: tuple[ScriptedTurn, ...] = ECHO_THEN_DONE,
+        principal: str = "default",
+    ) -> None:
+        """Run a turn until ``stop_at`` is delivered (``None``: to its end, permissions allowed)."""
+        metadata: dict[str, object] = {
+            "kind": "agent-session",
+            "workspace": self.workspace,
+            "modelName": "fake-model/v1",
+            "principal": principal,
+        }
+        owner = f"connection-of-{session_id}"
+        await self.store.create(session_id, metadata=metadata, owner_id=owner, lease_ms=1000)
+
+        async def allow(request: PermissionRequest, signal: AbortSignal) -> PermissionResolution:
+            return PermissionResolution("allow", "allowed")
+
+        stream = MinimalAgentRuntime().run(
+            RunInput(
+                run_id=f"run-{session_id}",
+                session_id=session_id,
+                turn_id=f"turn-{session_id}",
+                input="go",
+                model="fake-model/v1",
+                model_adapter=FakeModel(script),
+                event_store=self.store.event_log(session_id, owner_id=owner),
+                tools=ToolRegistry([create_echo_tool()]),
+                permission=RulePermissionController(None, resolve=allow),
+                checkpoints=True,
+            )
+        )
+        self.streams.append(stream)
+        async for event in stream:
+            if event.type == stop_at:
+                return
+
+
+def _types(notes: list[JsonObject]) -> list[str]:
+    return [note["params"]["event"]["type"] for note in notes]
+
+
+async def _continue(client: AcpClient, session_id: str) -> JsonObject:
+    return await client.request("session/continue", {"sessionId": session_id})
+
+
+def _store_at(tmp_path: Path, clock: Clock) -> SqliteSessionStore:
+    (tmp_path / "state").mkdir(exist_ok=True)
+    return SqliteSessionStore(tmp_path / "state" / "continue.sqlite", now=clock)
+
+
+async def test_continue_takes_up_the_turn_never_runs_its_open_call_again_and_then_follows_up(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    model = SessionModel(ScriptedTurn(content="continued"), ScriptedTurn(content="and a follow-up"))
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+    async with store, running(models={"fake-model/v1": model}, **options) as handle:
+        dead = DeadOwner(store, running.workspace)
+        # The call was stored (and may have had its effect); its result never was.
+        await dead.interrupt("sess-1", stop_at="tool.call")
+        stored = await store.size("sess-1")
+        clock.seconds = 60
+        async with handle.connect() as client:
+            await client.initialize()
+            result = await _continue(client, "sess-1")
+            assert (result["status"], result["finalText"]) == ("completed", "continued")
+            notes = client.drain_notifications()
+            types = _types(notes)
+            # Marked interrupted first (stored, not sent), then the continued turn, gapless.
+            seqs = [note["params"]["seq"] for note in notes]
+            assert seqs == list(range(stored + 1, stored + 1 + len(notes)))
+            assert types[0] == "turn.resumed"
+            assert notes[0]["params"]["event"]["data"]["interruptedCalls"] == 1
+            assert "tool.call" not in types
+            assert "permission.requested" not in types
+            events = [note["params"]["event"] for note in notes]
+            interrupted = next(event["data"] for event in events if event["type"] == "tool.result")
+            assert (interrupted["ok"], interrupted["error"]["code"]) == (False, "TOOL_INTERRUPTED")
+            assert types[-2:] == ["turn.completed", "agent.stopped"]
+            # The model saw the turn as it was stored, the interrupted call's result included.
+            assert [role for role, _ in model.roles(0)] == ["user", "assistant", "tool"]
+            # The session is this connection's now: a follow-up sees the whole conversation.
+            follow_up, _ = await client.prompt("sess-1", "what now?")
+            assert follow_up["finalText"] == "and a follow-up"
+            assert model.roles(1)[-2:] == [("assistant", "continued"), ("user", "what now?")]
+            assert await client.request("session/close", {"sessionId": "sess-1"}) == {"closed": True}
+            replayed = await running.replay_all(client, "sess-1")
+        kinds = [note["event"]["type"] for note in replayed]
+        assert [note["seq"] for note in replayed] == list(range(len(replayed)))
+        assert kinds.count("session.restored") == 1
+        assert kinds.count("tool.call") == 1
+        assert kinds.count("turn.resumed") == 1
+        assert kinds.count("agent.stopped") == 2
+
+
+async def test_an_uncertain_model_request_is_not_sent_again_and_the_turn_fails(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    model = SessionModel(ScriptedTurn(content="a new turn"))
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+    async with store, running(models={"fake-model/v1": model}, **options) as handle:
+        dead = DeadOwner(store, running.workspace)
+        # The request was stored; whether the provider got it is unknown.
+        await dead.interrupt("sess-2", stop_at="model.request")
+        clock.seconds = 60
+        async with handle.connect() as client:
+            await client.initialize()
+            result = await _continue(client, "sess-2")
+            assert result["status"] == "failed"
+            assert model.fake.requests == ()
+            resumed = client.drain_notifications()[0]["params"]["event"]
+            assert resumed["type"] == "turn.resumed"
+            assert resumed["data"]["abandonedRequestId"]
+            # The session goes on with a follow-up all the same.
+            again, _ = await client.prompt("sess-2", "try again")
+            assert again["finalText"] == "a new turn"
+
+
+async def test_continue_is_refused_for_what_cannot_be_continued(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    model = SessionModel(ScriptedTurn(content="continued"))
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+    async with (
+        store,
+        running(models={"fake-model/v1": model}, **options) as handle,
+        handle.connect() as client,
+    ):
+        await client.initialize()
+        dead = DeadOwner(store, running.workspace)
+        await dead.interrupt("sess-live", stop_at="tool.call")
+        await dead.interrupt("sess-ended", stop_at=None)
+        await dead.interrupt("sess-other", stop_at="tool.call", principal="someone-else")
+        await store.create(
+            "sess-empty", metadata=_metadata(running.workspace), owner_id="gone", lease_ms=1000
+        )
+        refusals: list[tuple[str, int, str | None]] = []
+
+        async def refused(session_id: str) -> None:
+            with pytest.raises(AcpClientError) as error:
+                await _continue(client, session_id)
+            refusals.append((session_id, error.value.code, error.value.data_code))
+
+        await refused("sess-live")  # its owner's lease is live
+        clock.seconds = 60
+        await refused("sess-none")
+        await refused("sess-other")  # to another principal it does not exist
+        await refused("sess-ended")  # its last turn ended: closed as completed
+        await refused("sess-empty")  # no turn at all
+        assert refusals == [
+            ("sess-live", -32013, "ACP_SESSION_NOT_RESTORABLE"),
+            ("sess-none", -32010, "ACP_SESSION_NOT_FOUND"),
+            ("sess-other", -32010, "ACP_SESSION_NOT_FOUND"),
+            ("sess-ended", -32023, "ACP_SESSION_NOT_CONTINUABLE"),
+            ("sess-empty", -32023, "ACP_SESSION_NOT_CONTINUABLE"),
+        ]
+        assert (await store.get("sess-ended")).status == "closed"
+        assert (await store.get("sess-empty")).status == "closed"
+        ended = await client.request("session/restore", {"sessionId": "sess-ended", "afterSeq": -1})
+        assert ended["status"] == "completed"
+        client.drain_notifications()
+        # Continued once, the turn has ended: a second continue finds nothing to do.
+        assert (await _continue(client, "sess-live"))["status"] == "completed"
+        await client.request("session/close", {"sessionId": "sess-live"})
+        with pytest.raises(AcpClientError) as twice:
+            await _continue(client, "sess-live")
+        assert twice.value.code == -32023
+
+
+def _metadata(workspace: Path) -> dict[str, object]:
+    return {
+        "kind": "agent-session",
+        "workspace": str(workspace.resolve()),
+        "modelName": "fake-model/v1",
+        "principal": "default",
+    }
+
+
+async def test_without_persistence_nothing_can_be_continued(running: ServerFactory) -> None:
+    async with running(db_path=None, persistence=False) as handle, handle.connect() as client:
+        await client.initialize()
+        with pytest.raises(AcpClientError) as refused:
+            await _continue(client, "sess-any")
+        assert refused.value.code == -32013
+
+
+async def _wait_closed(store: SqliteSessionStore, session_id: str) -> None:
+    with trio.fail_after(10):
+        while (await store.get(session_id)).status != "closed":  # noqa: ASYNC110
+            await trio.sleep(0.01)
+
+
+async def test_resume_interrupted_continues_each_interrupted_session_at_start_up_with_asks_denied(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    async with store:
+        dead = DeadOwner(store, running.workspace)
+        await dead.interrupt("sess-a", stop_at="tool.call")  # an open call: interrupted, never re-run
+        await dead.interrupt("sess-b", stop_at="message.completed")  # before any request: a model round
+        await dead.interrupt("sess-done", stop_at=None)  # nothing to continue
+        clock.seconds = 60
+        model: Callable[[], FakeModel] = lambda: FakeModel(RESUMED)  # noqa: E731
+        options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+        async with running(models={"fake-model/v1": model}, resume_interrupted=True, **options):
+            await _wait_closed(store, "sess-a")
+            await _wait_closed(store, "sess-b")
+        events = {
+            session_id: [item.event for item in (await store.read(session_id, limit=1000)).events]
+            for session_id in ("sess-a", "sess-b", "sess-done")
+        }
+    a_types = [event.type for event in events["sess-a"]]
+    assert a_types.count("tool.call") == 1 + 1  # the dead owner's, and the continued turn's new call
+    assert a_types.count("turn.resumed") == 1
+    assert a_types[-2:] == ["turn.completed", "agent.stopped"]
+    # No operator: the continued turn's own ask is denied at once, with a note saying why.
+    for session_id in ("sess-a", "sess-b"):
+        resolved = [e.data for e in events[session_id] if e.type == "permission.resolved"]
+        last = resolved[-1]
+        assert (getattr(last, "decision", None), getattr(last, "note", None)) == ("deny", NO_OPERATOR)
+        assert getattr(events[session_id][-1].data, "status", None) == "completed"
+    assert "turn.resumed" not in [event.type for event in events["sess-done"]]
+
+
+async def test_resume_interrupted_waits_out_a_live_lease_and_leaves_a_renewed_one_alone(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    async with store:
+        dead = DeadOwner(store, running.workspace)
+        await dead.interrupt("sess-dead", stop_at="tool.call")
+        await dead.interrupt("sess-alive", stop_at="tool.call")
+        model: Callable[[], FakeModel] = lambda: FakeModel(RESUMED)  # noqa: E731
+        options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+        async with running(models={"fake-model/v1": model}, resume_interrupted=True, **options):
+            await trio.sleep(0.2)  # start-up found both leases live, expiring in a second
+            # One owner is alive after all: it renews its lease. The other's runs out.
+            await store.renew_lease("sess-alive", "connection-of-sess-alive", lease_ms=3_600_000)
+            clock.seconds = 60
+            await _wait_closed(store, "sess-dead")
+            await trio.sleep(0.3)
+            alive = await store.get("sess-alive")
+        dead_types = [item.event.type for item in (await store.read("sess-dead", limit=1000)).events]
+        alive_types = [item.event.type for item in (await store.read("sess-alive", limit=1000)).events]
+    assert "turn.resumed" in dead_types
+    assert alive.status == "active"
+    assert alive.lease is not None
+    assert alive.lease.owner_id == "connection-of-sess-alive"
+    assert "turn.resumed" not in alive_types
+    assert "session.restored" not in alive_types
