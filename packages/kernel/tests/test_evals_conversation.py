@@ -134,8 +134,10 @@ async def test_a_follow_up_inherits_what_the_first_turn_left_even_when_that_turn
                     {"type": "turn.completed", "data.status": "completed"},
                 ],
                 "requests": [
-                    {"request": 2, "messageCount": 4, "messages.0.content": "Say that the demo round-trips."},
-                    {"request": 2, "messages.3.content": "and now?"},
+                    {"request": 2, "messageCount": 5, "messages.0.content": "Say that the demo round-trips."},
+                    # m2 never ran (the budget ended the turn): the follow-up answers it first.
+                    {"request": 2, "messages.3.toolCallId": "m2", "messages.3.role": "tool"},
+                    {"request": 2, "messages.4.content": "and now?"},
                 ],
             },
         }

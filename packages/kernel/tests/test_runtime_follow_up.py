@@ -175,3 +175,42 @@ async def test_follow_ups_of_two_sessions_on_one_runtime_stay_apart() -> None:
         assert contents[-1] == f"more {name}"
         assert len(contents) == 3
         assert all(e.data.session_id == name for e in store.events)  # type: ignore[union-attr]
+
+
+async def test_calls_a_canceled_turn_never_ran_are_answered_as_not_run_before_the_follow_up() -> None:
+    started = trio.Event()
+
+    async def execute(params: dict[str, object], context: object = None) -> object:
+        started.set()
+        await trio.sleep_forever()
+
+    tools = registry(pure_tool("probe", execute))
+    model = FakeModel([tool_turn(("m1", "probe", {}), ("m2", "probe", {})), ScriptedTurn(content="fine")])
+    store = MemoryEventStore()
+    ids = Ids()
+    runtime = MinimalAgentRuntime()
+    stream = runtime.run(make_input(model, store, ids=ids, tools=tools))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(drain, stream)
+        await started.wait()
+        await runtime.cancel("run-1")
+    assert d(store.events[-2]).status == "canceled"
+    second, error = await drain(runtime.follow_up(_second(model, store, ids, tools=tools)))
+    assert error is None
+    sent = model.requests[-1].messages
+    # m1 has its canceled result; m2 never ran and is answered as not run, before the question.
+    assert [type(m).__name__ for m in sent] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolMessage",
+        "ToolMessage",
+        "UserMessage",
+    ]
+    closing = sent[3]
+    assert isinstance(closing, ToolMessage)
+    assert closing.tool_call_id == "m2"
+    assert "TOOL_NOT_RUN" in closing.content
+    assert types(second)[:4] == ["agent.started", "turn.started", "message.completed", "message.completed"]
+    assert d(second[2]).role == "tool"
+    assert d(second[3]).role == "user"
+    assert d(second[3]).message_revision == d(second[2]).message_revision + 1

@@ -139,6 +139,7 @@ class _Turn:
     """The last turn's events after its last checkpoint, indexed."""
 
     def __init__(self, events: Sequence[Event], run_id: str) -> None:
+        self.requests: set[str] = set()
         self.responses: dict[str, ModelResponseData] = {}
         self.assistant: dict[str, AssistantMessageCompletedData] = {}
         self.calls: dict[str, ToolCallData] = {}
@@ -150,7 +151,9 @@ class _Turn:
             data = event.data
             if getattr(data, "run_id", None) != run_id:
                 continue
-            if isinstance(data, ModelResponseData):
+            if isinstance(data, ModelRequestData):
+                self.requests.add(data.request_id)
+            elif isinstance(data, ModelResponseData):
                 self.responses[data.request_id] = data
             elif isinstance(data, AssistantMessageCompletedData):
                 self.assistant[data.request_id] = data
@@ -289,6 +292,10 @@ class _State:
     def _after_request(self) -> None:
         request_id = self.last.request_id
         assert request_id is not None
+        if request_id not in self.after.requests:
+            # A store without batches kept the checkpoint but not its model.request: the
+            # model is called only after that event is stored, so it was never called.
+            return
         response = self.after.responses.get(request_id)
         answer = self.after.assistant.get(request_id)
         if response is None or answer is None or answer.finish_reason == "tool_calls":

@@ -25,7 +25,7 @@ import trio
 from harness_kernel._gate import ToolGate
 from harness_kernel._gate import budget_percent as percent
 from harness_kernel._ids import is_id
-from harness_kernel._json import has_lone_surrogate
+from harness_kernel._json import encode_json, has_lone_surrogate
 from harness_kernel.events._codec import create_event
 from harness_kernel.events._model import (
     AgentStartedData,
@@ -43,7 +43,14 @@ from harness_kernel.events._model import (
     TurnStartedData,
     UserMessageCompletedData,
 )
-from harness_kernel.models._types import ChatMessage, ModelRequest, ToolMessage, Usage, UserMessage
+from harness_kernel.models._types import (
+    AssistantMessage,
+    ChatMessage,
+    ModelRequest,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from harness_kernel.runtime._checkpoint import CHECKPOINT_VERSION, Boundary, checkpoint_state
 from harness_kernel.runtime._context import (
     Estimate,
@@ -78,12 +85,16 @@ from harness_kernel.runtime._terminal import record_terminal
 from harness_kernel.runtime._tool_step import ToolStep
 from harness_workspace import AbortController, move_on_abort
 
-__all__ = ["INTERRUPTED_TOOL_NOTE", "Run"]
+__all__ = ["INTERRUPTED_TOOL_NOTE", "NOT_RUN_CONTENT", "Run"]
 
 INTERRUPTED_TOOL_NOTE: Final = (
     "the turn was interrupted while this call was under way; it may or may not have taken effect,"
     " and it is not run again"
 )
+NOT_RUN_CONTENT: Final = encode_json(
+    {"error": {"code": "TOOL_NOT_RUN", "message": "the turn ended before this call ran"}}
+).decode()
+"""The tool message that answers a call an earlier turn asked for and never ran."""
 _METRICS: Final[tuple[BudgetMetric, ...]] = ("steps", "tokens", "tool_calls")
 
 
@@ -531,6 +542,7 @@ class Run:
         turn_started = self.event(
             "turn.started", TurnStartedData(**self.ids(), input_message_id=self.input_message_id)
         )
+        closing = self._close_unanswered_calls()
         self.messages.append(UserMessage(content=a.input))
         self.revision += 1
         user_message = self.event(
@@ -544,11 +556,51 @@ class Run:
                 message_revision=self.revision,
             ),
         )
-        batch = (agent_started, turn_started, user_message)
+        batch = (agent_started, turn_started, *closing, user_message)
         if a.checkpoints:
             batch = (*batch, self.checkpoint("turn"))
         # No acknowledgement wait between them (spec §8.4): one batch, one commit.
         await self.append_batch(batch)
+
+    def _close_unanswered_calls(self) -> list[Event]:
+        """Tool messages for calls the previous turn asked for and never ran (issue #23).
+
+        A turn that ended (canceled, failed, over budget) between an assistant message's
+        tool calls leaves calls without a result; every provider refuses a history like
+        that. A follow-up therefore answers each such call first, as not run, and stores
+        the answer as a tool message before its user message.
+        """
+        messages = self.messages
+        answered: set[str] = set()
+        index = len(messages) - 1
+        while index >= 0 and type(messages[index]) is ToolMessage:
+            message = messages[index]
+            assert isinstance(message, ToolMessage)
+            answered.add(message.tool_call_id)
+            index -= 1
+        if index < 0:
+            return []
+        calling = messages[index]
+        if type(calling) is not AssistantMessage or not calling.tool_calls:
+            return []
+        events: list[Event] = []
+        for call in calling.tool_calls:
+            if call.id in answered:
+                continue
+            messages.append(ToolMessage(content=NOT_RUN_CONTENT, name=call.name, tool_call_id=call.id))
+            self.revision += 1
+            closed = ToolMessageCompletedData(
+                **self.ids(),
+                message_id=self.new_id("msg"),
+                role="tool",
+                name=call.name,
+                tool_call_id=call.id,
+                content=NOT_RUN_CONTENT,
+                state_version=1,
+                message_revision=self.revision,
+            )
+            events.append(self.event("message.completed", closed))
+        return events
 
     def end(self, status: str) -> None:
         """Mark the run ended with ``status`` and tell the runtime (exactly once)."""
