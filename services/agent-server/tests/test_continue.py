@@ -197,6 +197,29 @@ async def test_an_uncertain_model_request_is_not_sent_again_and_the_turn_fails(
             assert again["finalText"] == "a new turn"
 
 
+async def test_resend_uncertain_sends_the_unanswered_request_again_and_completes(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    model = SessionModel(ScriptedTurn(content="answered this time"))
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+    async with store, running(models={"fake-model/v1": model}, **options) as handle:
+        dead = DeadOwner(store, running.workspace)
+        await dead.interrupt("sess-3", stop_at="model.request")
+        clock.seconds = 60
+        async with handle.connect() as client:
+            await client.initialize()
+            params = {"sessionId": "sess-3", "resendUncertain": True}
+            result = await client.request("session/continue", params)
+            assert (result["status"], result["finalText"]) == ("completed", "answered this time")
+            assert len(model.fake.requests) == 1
+            events = [note["params"]["event"] for note in client.drain_notifications()]
+            abandoned = events[0]["data"]["abandonedRequestId"]
+            sent = next(event for event in events if event["type"] == "model.request")
+            assert sent["data"]["requestId"] != abandoned
+
+
 async def test_continue_is_refused_for_what_cannot_be_continued(
     running: ServerFactory, tmp_path: Path
 ) -> None:

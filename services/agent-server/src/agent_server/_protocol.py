@@ -179,7 +179,13 @@ class CloseParams(_SessionParams, frozen=True):
 
 
 class ContinueParams(_SessionParams, frozen=True):
-    """``session/continue`` params (issue #23)."""
+    """``session/continue`` params (issue #23).
+
+    ``resend_uncertain``: a model request stored without its answer is sent again (under a
+    new id) instead of ending the turn failed (kernel.md §8.16).
+    """
+
+    resend_uncertain: bool = False
 
 
 class RestoreParams(_SessionParams, frozen=True):

@@ -508,7 +508,7 @@ class SessionManager:
             session.stop(NOTE_DISCONNECTED)
 
         async def start() -> RunStream:
-            return await self._start_continuation(session)
+            return await self._start_continuation(session, resend_uncertain=params.resend_uncertain)
 
         self._begin_turn(session)
         return await self._drive(session, start)
@@ -538,7 +538,7 @@ class SessionManager:
         self._state.active_session_ids.add(session_id)
         return session
 
-    async def _start_continuation(self, session: Session) -> RunStream:
+    async def _start_continuation(self, session: Session, *, resend_uncertain: bool = False) -> RunStream:
         """Take the lease and continue the interrupted turn (kernel.md §8.16); then keep the lease.
 
         Raises:
@@ -563,6 +563,7 @@ class SessionManager:
             now=self._timestamp,
             new_id=self._config.new_id,
             context_policy=self._config.context_policy,
+            resend_uncertain=resend_uncertain,
         )
         try:
             stream = await conversation.runtime.continue_session(continued)
