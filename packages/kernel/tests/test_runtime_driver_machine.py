@@ -451,8 +451,11 @@ def check_terminal_pair(example: Example, outcome: Outcome) -> None:
 
 
 def check_permissions(example: Example, outcome: Outcome) -> None:
-    """(2) every permission.requested is answered by the next durable event, or the store failed."""
-    events = outcome.events
+    """(2) every permission.requested is answered by the next durable event, or the store failed.
+
+    Steers may be stored between them (issue #23: steering is open throughout the run).
+    """
+    events = [e for e in outcome.events if e.type != "steering.queued"]
     for i, requested in enumerate(events):
         if requested.type != "permission.requested":
             continue
@@ -497,8 +500,15 @@ def check_effects(example: Example, outcome: Outcome) -> None:
         assert not effect.at.failed, f"{where}: an effect after a failed append"
         assert effect.appends_after_failure == 0
         assert not effect.terminal_attempted, f"{where}: an effect after the terminal pair began"
+        # Steering may be stored at any moment (issue #23: it is applied at the next
+        # request), so an effect is judged by the last durable event that is not a steer,
+        # and steers stored meanwhile need no acknowledgement before it.
         last = effect.last_durable
-        acknowledged = effect.in_step and effect.at.delivered == effect.at.durable
+        durable = events[: effect.at.durable]
+        if last is not None and last.type == "steering.queued":
+            last = next((e for e in reversed(durable) if e.type != "steering.queued"), None)
+        unseen = durable[effect.at.delivered :]
+        acknowledged = effect.in_step and all(e.type == "steering.queued" for e in unseen)
         if effect.kind == "model":
             assert last is not None, where
             assert last.type == "model.request", where
@@ -591,6 +601,45 @@ ALLOWED: Final[dict[str, tuple[type[BaseException], ...]]] = {
 }
 
 
+def _check_steer(call: Call, result: object, outcome: Outcome, durable: int, where: str) -> None:
+    """A steer's return against the record: stored once, applied at most once; or refused, unstored."""
+    if result is None:
+        queued = [
+            i
+            for i, e in enumerate(outcome.events)
+            if e.type == "steering.queued" and field_of(e, "content") == call.text
+        ]
+        assert len(queued) == 1, f"{where}: steering recorded {len(queued)} times"
+        assert queued[0] < durable, f"{where}: steering not durable on return"
+        message_id = field_of(outcome.events[queued[0]], "message_id")
+        applied = [
+            i
+            for i, e in enumerate(outcome.events)
+            if e.type == "steering.applied" and field_of(e, "message_id") == message_id
+        ]
+        # Applied at most once, after it was stored, right before a request; a
+        # completed run applied every steer it took.
+        assert len(applied) <= 1, f"{where}: steering applied {len(applied)} times"
+        assert not applied or applied[0] > queued[0], where
+        if applied:
+            following = outcome.types[applied[0] + 1 :]
+            if following:
+                assert following[0] in ("steering.applied", "context.accounted", "model.request"), where
+            else:
+                assert outcome.failed, f"{where}: the record ends with steering.applied"
+        if outcome.status == "completed":
+            assert applied, f"{where}: a completed run never applied its steering"
+    elif isinstance(result, SteeringClosedError | RunTerminalError):
+        refused = [
+            e for e in outcome.events if e.type == "steering.queued" and field_of(e, "content") == call.text
+        ]
+        assert not refused, f"{where}: a refused steer was stored"
+        if isinstance(result, RunTerminalError):
+            assert result.status in {"cancel_requested", "completing", *FINISHED}, where
+            if result.status in FINISHED:
+                assert result.status == outcome.status, where
+
+
 def check_controls(example: Example, outcome: Outcome) -> None:
     """(5) every call returns or raises a documented error, consistent with the record."""
     model_requests = [i for i, t in enumerate(outcome.types) if t == "model.request"]
@@ -617,24 +666,7 @@ def check_controls(example: Example, outcome: Outcome) -> None:
                     assert result.status in FINISHED, where
                     assert result.status == outcome.status, where
         elif call.action == "steer":
-            if result is None:
-                queued = [
-                    i
-                    for i, e in enumerate(outcome.events)
-                    if e.type == "steering.queued" and field_of(e, "content") == call.text
-                ]
-                assert len(queued) == 1, f"{where}: steering recorded {len(queued)} times"
-                assert queued[0] < end.durable, f"{where}: steering not durable on return"
-                assert not model_requests or queued[0] < model_requests[0], (
-                    f"{where}: steering after model.request"
-                )
-            elif isinstance(result, SteeringClosedError):
-                attempts = example.store.attempts[: end.durable + 1]
-                assert any(e.type == "model.request" for e in attempts), f"{where}: closed before any request"
-            elif isinstance(result, RunTerminalError):
-                assert result.status in {"cancel_requested", "completing", *FINISHED}, where
-                if result.status in FINISHED:
-                    assert result.status == outcome.status, where
+            _check_steer(call, result, outcome, end.durable, where)
         elif call.action in ("aclose", "exit") and result is None:
             assert end.pair_status is not None or end.failed, f"{where}: aclose() returned with the run live"
             if not start.failed and start.pair_status is None:
@@ -643,6 +675,7 @@ def check_controls(example: Example, outcome: Outcome) -> None:
         first = outcome.events[model_requests[0]]
         steered = outcome.types[: model_requests[0]].count("steering.queued")
         assert field_of(first, "message_count") == 1 + steered, "steering must reach the first model request"
+        assert outcome.types[: model_requests[0]].count("steering.applied") == steered
 
 
 def check_tombstone(example: Example, outcome: Outcome) -> None:

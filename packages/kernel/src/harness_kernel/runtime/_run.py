@@ -433,8 +433,12 @@ class Run:
             self.queue.append(event)
 
     def check_cancel(self) -> None:
+        """Before any step with an effect: a failed append (a steer's, stored from another task,
+        issue #23) ends the run; a cancellation request raises ``Canceled``."""
         if self.status == "completing":
             return
+        if self.poison is not None:
+            raise self.poison
         signal = self.a.signal
         if signal is not None and signal.aborted:
             self.request_cancel()
