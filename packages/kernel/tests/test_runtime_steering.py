@@ -16,6 +16,7 @@ from runtime_helpers import d, make_input, pure_tool, registry, tool_turn, types
 from harness_kernel.events import Event
 from harness_kernel.models import FakeModel, ScriptedTurn, UserMessage
 from harness_kernel.runtime import (
+    EventAppendError,
     InvalidRunInputError,
     MinimalAgentRuntime,
     RunStream,
@@ -286,3 +287,29 @@ def test_any_interleaving_of_steers_and_cancel_ends_once_and_loses_no_steer(
             assert applied == queued
 
     trio.run(scenario)
+
+
+async def test_a_steer_whose_append_fails_stops_the_run_before_the_model_is_called() -> None:
+    class FailingSteer(MemoryEventStore):
+        async def append(self, event: Event) -> None:
+            if event.type == "steering.queued":
+                raise OSError("disk full")
+            await super().append(event)
+
+    store = FailingSteer()
+    model = FakeModel([ScriptedTurn(content="never")])
+    stream = MinimalAgentRuntime().run(make_input(model, store))
+    failures: list[BaseException] = []
+
+    async def on_event(event: Event) -> None:
+        if event.type == "model.request":
+            try:
+                await stream.steer("too much")
+            except EventAppendError as error:
+                failures.append(error)
+
+    with pytest.raises(EventAppendError):
+        await _consume(stream, on_event)
+    assert len(failures) == 1
+    assert len(model.requests) == 0
+    assert "turn.completed" not in types(store.events)
