@@ -283,6 +283,8 @@ EXPECTED: dict[str, set[str]] = {
         "next_request",
         "plan_continuation",
         "rebuild_context",
+        "ConversationPlan",
+        "plan_conversation",
     },
     "harness_kernel.state": {
         "InvalidMessageStateError",

@@ -17,7 +17,7 @@ import trio
 from runtime_helpers import Ids, d, pure_tool, registry, tool_turn, types
 
 from harness_kernel.events import Event, create_event
-from harness_kernel.models import FakeModel, ScriptedTurn, ToolMessage, UserMessage
+from harness_kernel.models import AssistantMessage, FakeModel, ScriptedTurn, ToolMessage, UserMessage
 from harness_kernel.runtime import (
     CheckpointError,
     CheckpointVersionError,
@@ -556,3 +556,49 @@ async def test_a_compaction_stored_before_the_crash_is_kept_and_not_asked_again(
     stored = await _stored(store)
     checkpoints = [decode_checkpoint(e) for e in stored if e.type == "runtime.checkpoint"]
     assert tuple(rebuild_context(checkpoints)) == tuple(sent)
+
+
+async def test_a_conversation_whose_turn_ended_is_taken_up_after_a_restart_for_a_follow_up() -> None:
+    clock = Clock()
+    store = await _world(clock)
+    effects = Effects()
+    first_log = store.event_log(SESSION, owner_id="first")
+    model = FakeModel([tool_turn(("m1", "effect", {"n": 1})), ScriptedTurn(content="first answer")])
+    _, error = await _drain(MinimalAgentRuntime().run(_first_input(model, first_log, effects)))
+    assert error is None
+    history = (*model.requests[-1].messages, AssistantMessage(content="first answer"))
+    clock.now += timedelta(seconds=5)  # the server is gone; its lease ran out
+    runtime = MinimalAgentRuntime()
+    log = store.event_log(SESSION, owner_id="second")
+    with pytest.raises(ContinuationError, match="nothing to continue"):
+        await runtime.continue_session(_continue_input(store, FakeModel([]), effects, event_store=log))
+    before = len(await _stored(store))
+    plan = await runtime.resume_conversation(_continue_input(store, FakeModel([]), effects, event_store=log))
+    assert (plan.status, plan.final_text) == ("completed", "first answer")
+    assert plan.messages == history
+    assert len(await _stored(store)) == before  # taking it up stored nothing
+    follow = FakeModel([ScriptedTurn(content="second answer")])
+    second = RunInput(
+        run_id="run-2",
+        session_id=SESSION,
+        turn_id="turn-2",
+        input="and now?",
+        model="fake-model/v1",
+        model_adapter=follow,
+        event_store=log,
+        checkpoints=True,
+    )
+    events, error = await _drain(runtime.follow_up(second))
+    assert error is None
+    assert tuple(follow.requests[0].messages) == (*history, UserMessage(content="and now?"))
+    assert d(events[-2]).usage.total_tokens > plan.usage.total_tokens
+    # The old owner can no longer write; an interrupted session is refused here.
+    with pytest.raises(SessionStoreError):
+        await first_log.append(create_event("error", {"code": "LATE", "message": "x"}, event_id="evt-x"))
+    store2, _ = await _crash(_is("model.request"), [ScriptedTurn(content="lost")])
+    with pytest.raises(ContinuationError, match="continue it instead"):
+        await MinimalAgentRuntime().resume_conversation(
+            _continue_input(
+                store2, FakeModel([]), effects, owner_id="x", event_store=store2.event_log(SESSION)
+            )
+        )

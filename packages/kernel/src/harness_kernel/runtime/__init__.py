@@ -47,7 +47,13 @@ from harness_kernel.runtime._errors import (
     TurnActiveError,
 )
 from harness_kernel.runtime._input import Admitted, RunInput, RuntimeBudget, admit, check_id
-from harness_kernel.runtime._resume import ContinuationError, ResumePlan, plan_continuation
+from harness_kernel.runtime._resume import (
+    ContinuationError,
+    ConversationPlan,
+    ResumePlan,
+    plan_continuation,
+    plan_conversation,
+)
 from harness_kernel.runtime._run import Run
 from harness_kernel.store._ports import EventStore, SessionStore
 from harness_kernel.store._records import PAGE_MAX_LIMIT
@@ -63,6 +69,7 @@ __all__ = [
     "ContextPolicy",
     "ContinuationError",
     "ContinueInput",
+    "ConversationPlan",
     "EventAppendError",
     "FollowUpError",
     "InvalidRunInputError",
@@ -83,6 +90,7 @@ __all__ = [
     "decode_checkpoint",
     "next_request",
     "plan_continuation",
+    "plan_conversation",
     "rebuild_context",
 ]
 
@@ -330,26 +338,7 @@ class MinimalAgentRuntime:
             ContinuationError: the session has no interrupted turn with a checkpoint.
             CheckpointError: a checkpoint is invalid, of an unknown version, or breaks the chain.
         """
-        if type(input) is not ContinueInput:
-            raise InvalidRunInputError("continue input must be a ContinueInput")
-        session_id = check_id(input.session_id, "session_id")
-        owner_id = check_id(input.owner_id, "owner_id")
-        lease_ms: object = input.lease_ms
-        if type(lease_ms) is not int or not 1 <= lease_ms <= MAX_LEASE_MS:
-            raise InvalidRunInputError(f"lease_ms must be an int of 1..{MAX_LEASE_MS}")
-        if type(input.resend_uncertain) is not bool:
-            raise InvalidRunInputError("resend_uncertain must be a bool")
-        self._check_idle(session_id)
-        sessions = input.sessions
-        await sessions.reopen(session_id, owner_id=owner_id, lease_ms=lease_ms)
-        events: list[Event] = []
-        after = -1
-        while True:
-            page = await sessions.read(session_id, after_seq=after, limit=PAGE_MAX_LIMIT)
-            events.extend(item.event for item in page.events)
-            if not page.has_more:
-                break
-            after = page.next_after_seq
+        session_id, events = await self._take_up(input)
         plan = plan_continuation(events, session_id)
         run_input = RunInput(
             run_id=plan.run_id,
@@ -388,6 +377,63 @@ class MinimalAgentRuntime:
             resend_uncertain=input.resend_uncertain,
         )
         return self._start(continued, _Conversation(store=input.event_store), resume=plan)
+
+    async def resume_conversation(self, input: ContinueInput) -> ConversationPlan:
+        """Take up, after a restart, a session whose last turn ended, for its next follow-up.
+
+        The lease is taken as :meth:`continue_session` takes it; the session's events are read
+        and what its next turn inherits (messages, pending steering, usage, checkpoint chain)
+        is rebuilt from them (:func:`plan_conversation`) and kept for ``input.event_store``.
+        Nothing is appended and no model is called; :meth:`follow_up` with that store then
+        starts the next turn. Only the fields of ``input`` that locate the session are used.
+
+        Returns:
+            How the last turn ended and its final text, and what was rebuilt.
+
+        Raises:
+            InvalidRunInputError, TurnActiveError, SessionStoreError: as :meth:`continue_session`.
+            ContinuationError: no turn, the last turn was interrupted (continue it instead), or
+                no runtime checkpoint.
+            CheckpointError: a checkpoint is invalid, of an unknown version, or breaks the chain.
+        """
+        session_id, events = await self._take_up(input)
+        plan = plan_conversation(events, session_id)
+        self._check_idle(session_id)
+        self._conversations[session_id] = _Conversation(
+            store=input.event_store,
+            messages=plan.messages,
+            pending=plan.pending,
+            usage=plan.usage,
+            revision=plan.revision,
+            last_checkpoint=plan.last_checkpoint,
+            checkpointed=plan.checkpointed,
+            compactions=plan.compactions,
+        )
+        return plan
+
+    async def _take_up(self, input: ContinueInput) -> tuple[str, list[Event]]:
+        """Validate, take the session's lease and read its events."""
+        if type(input) is not ContinueInput:
+            raise InvalidRunInputError("continue input must be a ContinueInput")
+        session_id = check_id(input.session_id, "session_id")
+        owner_id = check_id(input.owner_id, "owner_id")
+        lease_ms: object = input.lease_ms
+        if type(lease_ms) is not int or not 1 <= lease_ms <= MAX_LEASE_MS:
+            raise InvalidRunInputError(f"lease_ms must be an int of 1..{MAX_LEASE_MS}")
+        if type(input.resend_uncertain) is not bool:
+            raise InvalidRunInputError("resend_uncertain must be a bool")
+        self._check_idle(session_id)
+        sessions = input.sessions
+        await sessions.reopen(session_id, owner_id=owner_id, lease_ms=lease_ms)
+        events: list[Event] = []
+        after = -1
+        while True:
+            page = await sessions.read(session_id, after_seq=after, limit=PAGE_MAX_LIMIT)
+            events.extend(item.event for item in page.events)
+            if not page.has_more:
+                break
+            after = page.next_after_seq
+        return session_id, events
 
     def _check_idle(self, session_id: str) -> None:
         conversation = self._conversations.get(session_id)

@@ -58,7 +58,15 @@ from harness_kernel.runtime._context import SUMMARY_PREFIX
 from harness_kernel.runtime._errors import AgentRuntimeError
 from harness_kernel.runtime._response import add_usage
 
-__all__ = ["ContinuationError", "OpenCall", "ResumePlan", "plan_continuation", "tool_content"]
+__all__ = [
+    "ContinuationError",
+    "ConversationPlan",
+    "OpenCall",
+    "ResumePlan",
+    "plan_continuation",
+    "plan_conversation",
+    "tool_content",
+]
 
 Next: TypeAlias = Literal["round", "complete", "fail", "tools", "uncertain"]
 
@@ -352,3 +360,78 @@ class _State:
 
 def _revision(value: object, previous: int) -> int:
     return value if type(value) is int else previous + 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationPlan:
+    """What the next turn of a session whose last turn ended inherits, read from its events."""
+
+    session_id: str
+    status: str
+    """How the last turn ended (its ``turn.completed`` status)."""
+    final_text: str
+    """The last turn's last assistant message ("" when it had none)."""
+    messages: tuple[ChatMessage, ...]
+    revision: int
+    usage: Usage
+    pending: tuple[tuple[str, str], ...]
+    last_checkpoint: str
+    checkpointed: int
+    compactions: int
+
+
+def plan_conversation(events: Sequence[Event], session_id: str) -> ConversationPlan:
+    """The conversation a session's ended last turn left, to go on with a follow-up.
+
+    Raises:
+        ContinuationError: no turn, the last turn has not ended (continue it instead), or
+            the session stored no runtime checkpoint.
+        CheckpointError: a checkpoint is invalid, of an unknown version, or breaks the chain.
+    """
+    start, turn = _last_turn(events, session_id)
+    run_id = turn.run_id
+    tail = events[start:]
+    ended = next(
+        (
+            data
+            for event in tail
+            if isinstance(data := event.data, TurnCompletedData) and data.run_id == run_id
+        ),
+        None,
+    )
+    if ended is None:
+        raise ContinuationError(session_id, "its last turn has not ended; continue it instead")
+    marks = [i for i, event in enumerate(events) if event.type == "runtime.checkpoint"]
+    if not marks:
+        raise ContinuationError(session_id, "it stored no runtime checkpoint")
+    chain = [decode_checkpoint(events[i]) for i in marks]
+    state = _State(session_id, chain, _Turn(events[marks[-1] + 1 :], chain[-1].run_id))
+    state.advance()
+    opened = state.open_call
+    if opened is not None and opened.result is not None:
+        # A result stored without its message (the turn ended right after it).
+        content = tool_content(opened.result)
+        state.messages.append(
+            ToolMessage(content=content, name=opened.call.name, tool_call_id=opened.call.id)
+        )
+        state.revision += 1
+    state.apply_compaction()
+    final_text = ""
+    for event in tail:
+        data = event.data
+        if isinstance(data, AssistantMessageCompletedData) and data.run_id == run_id:
+            final_text = data.content
+    revision = ended.message_revision if type(ended.message_revision) is int else state.revision
+    usage = _usage(ended.usage) if ended.usage is not UNSET else state.usage
+    return ConversationPlan(
+        session_id=session_id,
+        status=ended.status,
+        final_text=final_text,
+        messages=tuple(state.messages),
+        revision=max(revision, state.revision),
+        usage=usage,
+        pending=_pending(events),
+        last_checkpoint=state.last.event_id,
+        checkpointed=state.checkpointed,
+        compactions=sum(1 for event in events if isinstance(event.data, ContextCheckpointData)),
+    )
