@@ -251,26 +251,33 @@ async def test_continue_is_refused_for_what_cannot_be_continued(
         clock.seconds = 60
         await refused("sess-none")
         await refused("sess-other")  # to another principal it does not exist
-        await refused("sess-ended")  # its last turn ended: closed as completed
         await refused("sess-empty")  # no turn at all
         assert refusals == [
             ("sess-live", -32013, "ACP_SESSION_NOT_RESTORABLE"),
             ("sess-none", -32010, "ACP_SESSION_NOT_FOUND"),
             ("sess-other", -32010, "ACP_SESSION_NOT_FOUND"),
-            ("sess-ended", -32023, "ACP_SESSION_NOT_CONTINUABLE"),
             ("sess-empty", -32023, "ACP_SESSION_NOT_CONTINUABLE"),
         ]
-        assert (await store.get("sess-ended")).status == "closed"
         assert (await store.get("sess-empty")).status == "closed"
         ended = await client.request("session/restore", {"sessionId": "sess-ended", "afterSeq": -1})
         assert ended["status"] == "completed"
+        assert (await store.get("sess-ended")).status == "closed"
         client.drain_notifications()
-        # Continued once, the turn has ended: a second continue finds nothing to do.
+        # A session whose last turn ended is taken up idle, without a turn: nothing is run.
+        size = await store.size("sess-ended")
+        taken = await _continue(client, "sess-ended")
+        assert taken["status"] == "completed"
+        assert await store.size("sess-ended") == size
+        assert client.drain_notifications() == []
+        assert (await store.get("sess-ended")).status == "active"
+        # Continued once, the turn has ended: a second continue only takes the conversation up.
         assert (await _continue(client, "sess-live"))["status"] == "completed"
         await client.request("session/close", {"sessionId": "sess-live"})
-        with pytest.raises(AcpClientError) as twice:
-            await _continue(client, "sess-live")
-        assert twice.value.code == -32023
+        client.drain_notifications()
+        size = await store.size("sess-live")
+        again = await _continue(client, "sess-live")
+        assert again["finalText"] == "continued"
+        assert await store.size("sess-live") == size
 
 
 def _metadata(workspace: Path) -> dict[str, object]:
@@ -356,3 +363,32 @@ async def test_resume_interrupted_waits_out_a_live_lease_and_leaves_a_renewed_on
     assert alive.lease.owner_id == "connection-of-sess-alive"
     assert "turn.resumed" not in alive_types
     assert "session.restored" not in alive_types
+
+
+async def test_a_conversation_whose_turn_ended_goes_on_after_a_restart(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    model = SessionModel(ScriptedTurn(content="a follow-up after the restart"))
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+    async with store, running(models={"fake-model/v1": model}, **options) as handle:
+        dead = DeadOwner(store, running.workspace)
+        # The first server finished the turn and died while the conversation was idle.
+        await dead.interrupt("sess-idle", stop_at=None)
+        clock.seconds = 60
+        async with handle.connect() as client:
+            await client.initialize()
+            taken = await _continue(client, "sess-idle")
+            assert taken["status"] == "completed"
+            answer, _ = await client.prompt("sess-idle", "still there?")
+            assert answer["finalText"] == "a follow-up after the restart"
+            roles = model.roles(0)
+            assert roles[0][0] == "user"
+            assert roles[-1] == ("user", "still there?")
+            assert len(roles) > 2  # the first turn's messages came with it
+            assert await client.request("session/close", {"sessionId": "sess-idle"}) == {"closed": True}
+            replayed = await running.replay_all(client, "sess-idle")
+        kinds = [note["event"]["type"] for note in replayed]
+        assert kinds.count("agent.stopped") == 2
+        assert [note["seq"] for note in replayed] == list(range(len(replayed)))

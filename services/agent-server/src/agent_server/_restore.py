@@ -26,7 +26,13 @@ from harness_kernel.store import (
     SessionStoreError,
 )
 
-__all__ = ["claim_interrupted", "is_interrupted_marker", "restorable_lease", "restore_session"]
+__all__ = [
+    "claim_interrupted",
+    "claim_session",
+    "is_interrupted_marker",
+    "restorable_lease",
+    "restore_session",
+]
 
 _INTERRUPTED_NOTE: Final = "the owning connection ended before the session finished"
 
@@ -168,6 +174,26 @@ async def restore_session(
     )
 
 
+async def claim_session(
+    state: ServerState, session_id: str, *, principal: str | None
+) -> tuple[SessionRecord, Literal["interrupted", "completed"]]:
+    """The row of a session to take up on a connection, and whether its last turn was interrupted.
+
+    The checks are :func:`claim_interrupted`'s, but a session whose last turn ended is
+    returned too (``"completed"``; an abandoned active row is closed first), so that a
+    conversation can go on with a follow-up after a restart.
+    """
+    try:
+        record = await _record_of(state, session_id, principal)
+        status = await _settle(state, record, await state.store.size(session_id), -1)
+    except SessionStoreError as error:
+        mapped = _acp_error(error, session_id)
+        if mapped is None:
+            raise
+        raise mapped from None
+    return record, "interrupted" if status == "interrupted" else "completed"
+
+
 async def claim_interrupted(state: ServerState, session_id: str, *, principal: str | None) -> SessionRecord:
     """The row of an interrupted session that may be continued (``session/continue``).
 
@@ -179,14 +205,7 @@ async def claim_interrupted(state: ServerState, session_id: str, *, principal: s
     Raises:
         AcpError: ``-32010``, ``-32013`` as restore; ``-32023`` when nothing was interrupted.
     """
-    try:
-        record = await _record_of(state, session_id, principal)
-        status = await _settle(state, record, await state.store.size(session_id), -1)
-    except SessionStoreError as error:
-        mapped = _acp_error(error, session_id)
-        if mapped is None:
-            raise
-        raise mapped from None
+    record, status = await claim_session(state, session_id, principal=principal)
     if status != "interrupted":
         raise SessionNotContinuableError("the session's last turn ended; there is nothing to continue")
     return record

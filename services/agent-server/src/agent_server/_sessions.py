@@ -13,6 +13,7 @@ import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Final
 
@@ -50,7 +51,7 @@ from agent_server._protocol import (
     SteerResult,
     encode_notification,
 )
-from agent_server._restore import claim_interrupted
+from agent_server._restore import claim_interrupted, claim_session
 from agent_server._state import ServerState
 from agent_server._turns import RunEvents, RunOutcome, consume
 from harness_kernel.events import (
@@ -498,7 +499,7 @@ class SessionManager:
         """
         self._take_slot()
         try:
-            session = await self._claim(params.session_id)
+            session, status = await self._claim(params.session_id)
         except BaseException:
             self._give_back_slot()
             raise
@@ -506,6 +507,8 @@ class SessionManager:
         if self.disconnected:  # the connection (or the server) ended while the session was claimed
             session.closing = True
             session.stop(NOTE_DISCONNECTED)
+        if status == "completed":
+            return await self._take_up(session)
 
         async def start() -> RunStream:
             return await self._start_continuation(session, resend_uncertain=params.resend_uncertain)
@@ -513,7 +516,52 @@ class SessionManager:
         self._begin_turn(session)
         return await self._drive(session, start)
 
-    async def _claim(self, session_id: str) -> Session:
+    async def _take_up(self, session: Session) -> PromptResult:
+        """A session whose last turn ended joins this connection idle, its conversation rebuilt
+        from the store (kernel ``resume_conversation``); the answer repeats that turn's outcome.
+
+        Raises:
+            AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
+                session stored no (valid) runtime checkpoint.
+        """
+        conversation = self._conversation(session, prelude=None)
+        try:
+            try:
+                plan = await conversation.runtime.resume_conversation(
+                    self._continue_input(session, conversation)
+                )
+            except SessionStoreError as error:
+                if error.code == SESS_OWNERSHIP_LOST:
+                    raise SessionNotRestorableError("another owner holds the session's lease") from None
+                raise
+            except (ContinuationError, CheckpointError) as error:
+                session.owns_row = True  # the lease was taken before the events were read
+                raise SessionNotContinuableError(error.message) from None
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._finish(session)
+            raise
+        session.owns_row = True
+        conversation.turns = 1
+        self._nursery.start_soon(self._lease_refresh, session)
+        if session.closing:
+            await self._finish(session)
+        else:
+            session.state = "idle"
+            self._start_idle_timer(session)
+        usage = plan.usage
+        return PromptResult(
+            status="completed" if plan.status == "completed" else "failed",
+            events=[],
+            final_text=plan.final_text,
+            usage=PromptUsage(
+                prompt_tokens=usage.prompt_tokens,
+                completion_tokens=usage.completion_tokens,
+                total_tokens=usage.total_tokens,
+            ),
+        )
+
+    async def _claim(self, session_id: str) -> tuple[Session, str]:
         """Check that the session is this principal's and interrupted, then rebuild it here.
 
         Raises:
@@ -523,7 +571,14 @@ class SessionManager:
         """
         await self._state.check_storage()
         principal = self._principal if self._operator else None
-        record = await claim_interrupted(self._state, session_id, principal=principal)
+        if self._operator:
+            # A client may also take up a conversation whose last turn ended.
+            record, status = await claim_session(self._state, session_id, principal=principal)
+        else:
+            record, status = (
+                await claim_interrupted(self._state, session_id, principal=principal),
+                "interrupted",
+            )
         if session_id in self._state.active_session_ids:  # its lease is live, so claiming refused it already
             raise SessionNotRestorableError("the session is live in this server")
         metadata = record.metadata
@@ -536,17 +591,11 @@ class SessionManager:
         session = await build_session(self._config, session_id, workspace, model_name, record.task_id)
         session.owns_row = False
         self._state.active_session_ids.add(session_id)
-        return session
+        return session, status
 
-    async def _start_continuation(self, session: Session, *, resend_uncertain: bool = False) -> RunStream:
-        """Take the lease and continue the interrupted turn (kernel.md §8.16); then keep the lease.
-
-        Raises:
-            AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
-                session has no interrupted turn with a valid checkpoint.
-        """
-        conversation = self._conversation(session, prelude=None)
-        continued = ContinueInput(
+    def _continue_input(self, session: Session, conversation: Conversation) -> ContinueInput:
+        """The kernel's continuation input for ``session`` on this connection."""
+        return ContinueInput(
             session_id=session.id,
             sessions=self._state.store,
             owner_id=self.owner_id,
@@ -563,8 +612,17 @@ class SessionManager:
             now=self._timestamp,
             new_id=self._config.new_id,
             context_policy=self._config.context_policy,
-            resend_uncertain=resend_uncertain,
         )
+
+    async def _start_continuation(self, session: Session, *, resend_uncertain: bool = False) -> RunStream:
+        """Take the lease and continue the interrupted turn (kernel.md §8.16); then keep the lease.
+
+        Raises:
+            AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
+                session has no interrupted turn with a valid checkpoint.
+        """
+        conversation = self._conversation(session, prelude=None)
+        continued = replace(self._continue_input(session, conversation), resend_uncertain=resend_uncertain)
         try:
             stream = await conversation.runtime.continue_session(continued)
         except SessionStoreError as error:
