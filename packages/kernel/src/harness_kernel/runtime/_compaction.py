@@ -73,7 +73,8 @@ async def compact_if_needed(run: Run) -> AsyncGenerator[None, None]:
     prefix, tail = tuple(run.messages[:start]), tuple(run.messages[start:])
     summary, usage = await _summarise(run, prefix)
     after_messages = compacted_messages(summary, tail) if summary else ()
-    after = _measure_replacement(run, after_messages, steering) if summary else before
+    after_sizes: list[int] = []
+    after = run.measure_of(after_messages, after_sizes, steering) if summary else before
     summary = check_summary(summary, before_bytes=before.tokens, after_bytes=after.tokens)
     run.usage = add_usage(run.usage, usage)
     revision = run.compactions + 1
@@ -96,13 +97,13 @@ async def compact_if_needed(run: Run) -> AsyncGenerator[None, None]:
         after_tokens=after.tokens,
         usage=event_usage(usage),
     )
-    run.check_cancel()
-    events = (run.event("context.checkpoint", checkpoint), run.event("context.compacted", compacted))
-    await run.append_batch(events)
+    acknowledge = await run.publish_batch(
+        lambda: (run.event("context.checkpoint", checkpoint), run.event("context.compacted", compacted))
+    )
     run.compactions = revision
     run.revision += 1
-    run.replace_context(after_messages)
-    if not run.cancel_requested:
+    run.replace_context(after_messages, after_sizes)
+    if acknowledge:
         yield
     limit = run.a.max_model_tokens
     if limit is not None and run.usage.total_tokens >= limit:
@@ -111,16 +112,6 @@ async def compact_if_needed(run: Run) -> AsyncGenerator[None, None]:
         if await run.warning("tokens", run.usage.total_tokens, limit):
             yield
         raise RuntimeBudgetExceededError("tokens", run.usage.total_tokens, limit)
-
-
-def _measure_replacement(run: Run, messages: tuple[ChatMessage, ...], steering: list[UserMessage]) -> Any:
-    """The estimate of ``messages`` + ``steering`` with the run's own measure, without keeping it."""
-    kept, sizes, checkpointed = run.messages, run.sizes, run.checkpointed
-    try:
-        run.messages, run.sizes = list(messages), []
-        return run.measure(steering)
-    finally:
-        run.messages, run.sizes, run.checkpointed = kept, sizes, checkpointed
 
 
 def _summary_request(run: Run, prefix: tuple[ChatMessage, ...], controller: AbortController) -> ModelRequest:

@@ -352,12 +352,12 @@ async def _record_response(
     )
     if a.checkpoints and finish == "tool_calls":
         # The calls survive a crash with their message: one batch (issue #23 §3).
-        run.check_cancel()
-        message_event = run.event("message.completed", message)
-        await run.append_batch((message_event, run.checkpoint("response", request_id)))
-        if not run.cancel_requested:
-            yield
-    elif await run.publish("message.completed", message):
+        acknowledge = await run.publish_batch(
+            lambda: (run.event("message.completed", message), run.checkpoint("response", request_id))
+        )
+    else:
+        acknowledge = await run.publish("message.completed", message)
+    if acknowledge:
         yield
     if finish != "tool_calls":
         run.check_cancel()

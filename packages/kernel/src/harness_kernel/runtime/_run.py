@@ -338,17 +338,21 @@ class Run:
         return event
 
     def measure(self, extra: Sequence[ChatMessage] = ()) -> Estimate:
-        """The context estimate of ``messages`` followed by ``extra`` (issue #23 §2).
+        """The context estimate of ``messages`` followed by ``extra`` (issue #23 §2)."""
+        return self.measure_of(self.messages, self.sizes, extra)
 
-        Message sizes are kept between requests, so a boundary measures only the messages
-        added since the last one; a provider's tokenizer, when the adapter has one, counts
-        the whole request instead.
+    def measure_of(
+        self, messages: Sequence[ChatMessage], sizes: list[int], extra: Sequence[ChatMessage] = ()
+    ) -> Estimate:
+        """The estimate of ``messages`` + ``extra`` in a request of this run.
+
+        ``sizes`` holds the ``message_bytes`` of a prefix of ``messages`` and is completed
+        here, so a boundary measures only the messages added since the last one; a
+        provider's tokenizer, when the adapter has one, counts the whole request instead.
         """
         a = self.a
-        messages = self.messages
         if a.counter is not None:
             return estimate([*messages, *extra], system=a.system, tools=a.advertised, counter=self)
-        sizes = self.sizes
         for message in messages[len(sizes) :]:
             sizes.append(message_bytes(message))
         if self.fixed_bytes is None:
@@ -362,10 +366,13 @@ class Run:
         assert self.a.counter is not None
         return self.a.counter(request)
 
-    def replace_context(self, messages: Sequence[ChatMessage]) -> None:
-        """Make ``messages`` the context (a compaction): the next checkpoint starts afresh."""
+    def replace_context(self, messages: Sequence[ChatMessage], sizes: list[int]) -> None:
+        """Make ``messages`` the context (a compaction): the next checkpoint starts afresh.
+
+        ``sizes`` are the ``message_bytes`` already measured of a prefix of ``messages``.
+        """
         self.messages = list(messages)
-        self.sizes = []
+        self.sizes = sizes
         self.checkpointed = 0
 
     def ids(self) -> RunIds:
@@ -454,6 +461,13 @@ class Run:
         event = self.event(event_type, data, actor)
         await self.append(event)
         self.enqueue(event)
+        return not self.cancel_requested
+
+    async def publish_batch(self, build: Callable[[], tuple[Event, ...]]) -> bool:
+        """Append and queue the events ``build`` makes (after the cancellation check), with no
+        acknowledgement between them; True when the producer must wait for the acknowledgement."""
+        self.check_cancel()
+        await self.append_batch(build())
         return not self.cancel_requested
 
     @contextmanager
