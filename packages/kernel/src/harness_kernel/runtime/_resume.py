@@ -42,6 +42,7 @@ from harness_kernel.events._model import (
     ToolCallData,
     ToolMessageCompletedData,
     ToolResultData,
+    ToolResultErrorData,
     TurnCompletedData,
     TurnStartedData,
 )
@@ -57,6 +58,7 @@ from harness_kernel.runtime._checkpoint import RuntimeCheckpoint, decode_checkpo
 from harness_kernel.runtime._context import SUMMARY_PREFIX
 from harness_kernel.runtime._errors import AgentRuntimeError
 from harness_kernel.runtime._response import add_usage
+from harness_kernel.runtime._tool_step import observed_content
 
 __all__ = [
     "ContinuationError",
@@ -128,11 +130,11 @@ class ResumePlan:
 def tool_content(result: ToolResultData) -> str:
     """The tool message a run builds from a ``tool.result`` (as ``ToolStep`` does)."""
     if result.ok:
-        return encode_json(result.output).decode()
+        return observed_content((result.output if result.output is not UNSET else None, None))
     error = result.error
-    code = getattr(error, "code", "TOOL_FAILED")
-    message = getattr(error, "message", "")
-    return encode_json({"error": {"code": code, "message": message}}).decode()
+    code = error.code if isinstance(error, ToolResultErrorData) else "TOOL_FAILED"
+    message = error.message if isinstance(error, ToolResultErrorData) else ""
+    return observed_content((None, (code, message)))
 
 
 def _usage(value: object) -> Usage:

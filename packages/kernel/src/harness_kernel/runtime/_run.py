@@ -25,7 +25,7 @@ import trio
 from harness_kernel._gate import ToolGate
 from harness_kernel._gate import budget_percent as percent
 from harness_kernel._ids import is_id
-from harness_kernel._json import encode_json, has_lone_surrogate
+from harness_kernel._json import has_lone_surrogate
 from harness_kernel.events._codec import create_event
 from harness_kernel.events._model import (
     AgentStartedData,
@@ -47,6 +47,7 @@ from harness_kernel.models._types import (
     AssistantMessage,
     ChatMessage,
     ModelRequest,
+    ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
@@ -82,7 +83,7 @@ from harness_kernel.runtime._shared import (
     or_unset,
 )
 from harness_kernel.runtime._terminal import record_terminal
-from harness_kernel.runtime._tool_step import ToolStep
+from harness_kernel.runtime._tool_step import ToolStep, observed_content
 from harness_workspace import AbortController, move_on_abort
 
 __all__ = ["INTERRUPTED_TOOL_NOTE", "NOT_RUN_CONTENT", "Run"]
@@ -91,9 +92,7 @@ INTERRUPTED_TOOL_NOTE: Final = (
     "the turn was interrupted while this call was under way; it may or may not have taken effect,"
     " and it is not run again"
 )
-NOT_RUN_CONTENT: Final = encode_json(
-    {"error": {"code": "TOOL_NOT_RUN", "message": "the turn ended before this call ran"}}
-).decode()
+NOT_RUN_CONTENT: Final = observed_content((None, ("TOOL_NOT_RUN", "the turn ended before this call ran")))
 """The tool message that answers a call an earlier turn asked for and never ran."""
 _METRICS: Final[tuple[BudgetMetric, ...]] = ("steps", "tokens", "tool_calls")
 
@@ -605,20 +604,24 @@ class Run:
         for call in calling.tool_calls:
             if call.id in answered:
                 continue
-            messages.append(ToolMessage(content=NOT_RUN_CONTENT, name=call.name, tool_call_id=call.id))
-            self.revision += 1
-            closed = ToolMessageCompletedData(
-                **self.ids(),
-                message_id=self.new_id("msg"),
-                role="tool",
-                name=call.name,
-                tool_call_id=call.id,
-                content=NOT_RUN_CONTENT,
-                state_version=1,
-                message_revision=self.revision,
-            )
-            events.append(self.event("message.completed", closed))
+            events.append(self.event("message.completed", self.tool_message(call, NOT_RUN_CONTENT)))
         return events
+
+    def tool_message(self, call: ToolCall, content: str) -> ToolMessageCompletedData:
+        """Add the tool message answering ``call`` to the context; its ``message.completed`` data."""
+        message_id = self.new_id("msg")
+        self.messages.append(ToolMessage(content=content, name=call.name, tool_call_id=call.id))
+        self.revision += 1
+        return ToolMessageCompletedData(
+            **self.ids(),
+            message_id=message_id,
+            role="tool",
+            name=call.name,
+            tool_call_id=call.id,
+            content=content,
+            state_version=1,
+            message_revision=self.revision,
+        )
 
     def end(self, status: str) -> None:
         """Mark the run ended with ``status`` and tell the runtime (exactly once)."""
@@ -673,23 +676,9 @@ class Run:
                     call_id=opened.call_id, tool=opened.call.name, ok=False, error=failure, **self.ids()
                 )
                 events.append(self.event("tool.result", result))
-            message_id = self.new_id("msg")
-            content = tool_content(result)
-            self.messages.append(
-                ToolMessage(content=content, name=opened.call.name, tool_call_id=opened.call.id)
+            events.append(
+                self.event("message.completed", self.tool_message(opened.call, tool_content(result)))
             )
-            self.revision += 1
-            message = ToolMessageCompletedData(
-                **self.ids(),
-                message_id=message_id,
-                role="tool",
-                name=opened.call.name,
-                tool_call_id=opened.call.id,
-                content=content,
-                state_version=1,
-                message_revision=self.revision,
-            )
-            events.append(self.event("message.completed", message))
         await self.append_batch(tuple(events))
 
     async def _resumed(self, plan: ResumePlan) -> AsyncGenerator[None, None]:

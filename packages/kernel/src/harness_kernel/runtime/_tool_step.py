@@ -31,11 +31,10 @@ from harness_kernel.events._model import (
     PermissionResolvedData,
     RuntimePolicyDecisionData,
     ToolCallData,
-    ToolMessageCompletedData,
     ToolResultData,
     ToolResultErrorData,
 )
-from harness_kernel.models._types import ToolCall, ToolMessage
+from harness_kernel.models._types import ToolCall
 from harness_kernel.policy._permission import PermissionRequest
 from harness_kernel.runtime._errors import RuntimeBudgetExceededError
 from harness_kernel.runtime._shared import MAX_TRANSCRIPT_BYTES, Canceled, or_unset
@@ -44,12 +43,20 @@ from harness_tools import Tool, ToolExecutionContext, ToolPermissionIntent
 if TYPE_CHECKING:
     from harness_kernel.runtime._run import Run
 
-__all__ = ["ToolStep"]
+__all__ = ["Observation", "ToolStep", "observed_content"]
 
 Failure: TypeAlias = tuple[str, str]
 """An error code and its message."""
 Observation: TypeAlias = tuple[JsonValue, None] | tuple[None, Failure]
 """What the model observes of a call: its output, or its failure."""
+
+
+def observed_content(observation: Observation) -> str:
+    """The tool message the model sees of a call: its output's JSON, or ``{"error": {code, message}}``."""
+    output, error = observation
+    if error is None:
+        return encode_json(output).decode()
+    return encode_json({"error": {"code": error[0], "message": error[1]}}).decode()
 
 
 class ToolStep:
@@ -274,27 +281,13 @@ class ToolStep:
         force = self.cancel_after_observation
         if error is None:
             result = ToolResultData(call_id=self.call_id, tool=call.name, ok=True, output=output, **run.ids())
-            content = encode_json(output).decode()
         else:
             failure = ToolResultErrorData(code=error[0], message=error[1])
             result = ToolResultData(
                 call_id=self.call_id, tool=call.name, ok=False, error=failure, **run.ids()
             )
-            content = encode_json({"error": {"code": error[0], "message": error[1]}}).decode()
         if await run.publish("tool.result", result, force=force) and not force:
             yield
-        message_id = run.new_id("msg")
-        run.messages.append(ToolMessage(content=content, name=call.name, tool_call_id=call.id))
-        run.revision += 1
-        message = ToolMessageCompletedData(
-            **run.ids(),
-            message_id=message_id,
-            role="tool",
-            name=call.name,
-            tool_call_id=call.id,
-            content=content,
-            state_version=1,
-            message_revision=run.revision,
-        )
+        message = run.tool_message(call, observed_content(self.observation))
         if await run.publish("message.completed", message, force=force) and not force:
             yield
