@@ -179,12 +179,29 @@ class _Turn:
                 self.compaction_usage = add_usage(self.compaction_usage, _usage(data.usage))
 
 
-def _last_turn(events: Sequence[Event], session_id: str) -> tuple[int, TurnStartedData]:
+def _last_turn(
+    events: Sequence[Event], session_id: str
+) -> tuple[int, TurnStartedData, TurnCompletedData | None]:
+    """Where the session's last turn starts, its ``turn.started`` and its ``turn.completed`` if it ended."""
     for index in range(len(events) - 1, -1, -1):
-        data = events[index].data
-        if isinstance(data, TurnStartedData):
-            return index, data
+        turn = events[index].data
+        if isinstance(turn, TurnStartedData):
+            ended = next(
+                (
+                    data
+                    for event in events[index:]
+                    if isinstance(data := event.data, TurnCompletedData) and data.run_id == turn.run_id
+                ),
+                None,
+            )
+            return index, turn, ended
     raise ContinuationError(session_id, "the session has no turn")
+
+
+def _checkpoints(events: Sequence[Event]) -> tuple[list[int], list[RuntimeCheckpoint]]:
+    """The positions of the session's runtime checkpoints and the checkpoints, decoded."""
+    marks = [i for i, event in enumerate(events) if event.type == "runtime.checkpoint"]
+    return marks, [decode_checkpoint(events[i]) for i in marks]
 
 
 def _pending(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
@@ -203,10 +220,10 @@ def plan_continuation(events: Sequence[Event], session_id: str) -> ResumePlan:
         ContinuationError: no turn, the last turn already ended, or it has no checkpoint.
         CheckpointError: a checkpoint is invalid, of an unknown version, or breaks the chain.
     """
-    start, turn = _last_turn(events, session_id)
+    start, turn, ended = _last_turn(events, session_id)
     run_id = turn.run_id
     tail = events[start:]
-    if any(isinstance(data := event.data, TurnCompletedData) and data.run_id == run_id for event in tail):
+    if ended is not None:
         raise ContinuationError(session_id, "its last turn has ended; there is nothing to continue")
     agent_id = next(
         (
@@ -216,8 +233,7 @@ def plan_continuation(events: Sequence[Event], session_id: str) -> ResumePlan:
         ),
         None,
     )
-    marks = [i for i, event in enumerate(events) if event.type == "runtime.checkpoint"]
-    checkpoints = [decode_checkpoint(events[i]) for i in marks]
+    marks, checkpoints = _checkpoints(events)
     turn_marks = [i for i, cp in zip(marks, checkpoints, strict=True) if cp.run_id == run_id]
     if agent_id is None or not turn_marks:
         raise ContinuationError(session_id, "its last turn stored no runtime checkpoint")
@@ -390,23 +406,14 @@ def plan_conversation(events: Sequence[Event], session_id: str) -> ConversationP
             the session stored no runtime checkpoint.
         CheckpointError: a checkpoint is invalid, of an unknown version, or breaks the chain.
     """
-    start, turn = _last_turn(events, session_id)
+    start, turn, ended = _last_turn(events, session_id)
     run_id = turn.run_id
     tail = events[start:]
-    ended = next(
-        (
-            data
-            for event in tail
-            if isinstance(data := event.data, TurnCompletedData) and data.run_id == run_id
-        ),
-        None,
-    )
     if ended is None:
         raise ContinuationError(session_id, "its last turn has not ended; continue it instead")
-    marks = [i for i, event in enumerate(events) if event.type == "runtime.checkpoint"]
+    marks, chain = _checkpoints(events)
     if not marks:
         raise ContinuationError(session_id, "it stored no runtime checkpoint")
-    chain = [decode_checkpoint(events[i]) for i in marks]
     state = _State(session_id, chain, _Turn(events[marks[-1] + 1 :], chain[-1].run_id))
     state.advance()
     opened = state.open_call
