@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from typing import Final
@@ -474,16 +475,7 @@ class SessionManager:
             raise self._run_limit_error()
         if canceled:
             raise PromptCanceledError()
-        return PromptResult(
-            status="completed" if outcome.status == "completed" else "failed",
-            events=[],
-            final_text=outcome.final_text,
-            usage=PromptUsage(
-                prompt_tokens=outcome.prompt_tokens,
-                completion_tokens=outcome.completion_tokens,
-                total_tokens=outcome.prompt_tokens + outcome.completion_tokens,
-            ),
-        )
+        return _result(outcome.status, outcome.final_text, outcome.prompt_tokens, outcome.completion_tokens)
 
     def _read_events(self, session_id: str) -> AsyncIterator[Event]:
         return self._state.store.event_log(session_id, owner_id=self.owner_id).read_session(session_id)
@@ -526,40 +518,46 @@ class SessionManager:
         """
         conversation = self._conversation(session, prelude=None)
         try:
-            try:
+            with self._taking_lease(session):
                 plan = await conversation.runtime.resume_conversation(
                     self._continue_input(session, conversation)
                 )
-            except SessionStoreError as error:
-                if error.code == SESS_OWNERSHIP_LOST:
-                    raise SessionNotRestorableError("another owner holds the session's lease") from None
-                raise
-            except (ContinuationError, CheckpointError) as error:
-                session.owns_row = True  # the lease was taken before the events were read
-                raise SessionNotContinuableError(error.message) from None
         except BaseException:
             with trio.CancelScope(shield=True):
                 await self._finish(session)
             raise
-        session.owns_row = True
-        conversation.turns = 1
-        self._nursery.start_soon(self._lease_refresh, session)
         if session.closing:
             await self._finish(session)
         else:
             session.state = "idle"
             self._start_idle_timer(session)
         usage = plan.usage
-        return PromptResult(
-            status="completed" if plan.status == "completed" else "failed",
-            events=[],
-            final_text=plan.final_text,
-            usage=PromptUsage(
-                prompt_tokens=usage.prompt_tokens,
-                completion_tokens=usage.completion_tokens,
-                total_tokens=usage.total_tokens,
-            ),
-        )
+        return _result(plan.status, plan.final_text, usage.prompt_tokens, usage.completion_tokens)
+
+    @contextmanager
+    def _taking_lease(self, session: Session) -> Generator[None]:
+        """Around the kernel's continuation of ``session``: its refusals as protocol errors;
+        once it took the lease, the row is this connection's, a first turn is behind the
+        conversation, and the lease refresh starts.
+
+        Raises:
+            AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
+                session has nothing to continue or no (valid) runtime checkpoint.
+        """
+        try:
+            yield
+        except SessionStoreError as error:
+            if error.code == SESS_OWNERSHIP_LOST:
+                raise SessionNotRestorableError("another owner holds the session's lease") from None
+            raise
+        except (ContinuationError, CheckpointError) as error:
+            session.owns_row = True  # the lease was taken before the events were read
+            raise SessionNotContinuableError(error.message) from None
+        session.owns_row = True
+        conversation = session.conversation
+        assert conversation is not None
+        conversation.turns = 1
+        self._nursery.start_soon(self._lease_refresh, session)
 
     async def _claim(self, session_id: str) -> tuple[Session, str]:
         """Check that the session is this principal's and interrupted, then rebuild it here.
@@ -623,19 +621,9 @@ class SessionManager:
         """
         conversation = self._conversation(session, prelude=None)
         continued = replace(self._continue_input(session, conversation), resend_uncertain=resend_uncertain)
-        try:
+        with self._taking_lease(session):
             stream = await conversation.runtime.continue_session(continued)
-        except SessionStoreError as error:
-            if error.code == SESS_OWNERSHIP_LOST:
-                raise SessionNotRestorableError("another owner holds the session's lease") from None
-            raise
-        except (ContinuationError, CheckpointError) as error:
-            session.owns_row = True  # the lease was taken before the events were read
-            raise SessionNotContinuableError(error.message) from None
-        session.owns_row = True
-        conversation.turns = 1
         conversation.outcome = RunOutcome()
-        self._nursery.start_soon(self._lease_refresh, session)
         return stream
 
     # ------------------------------------------------------------ session/steer
@@ -818,6 +806,20 @@ class SessionManager:
             await conversation.runtime.cancel(run_id)
         except AgentRuntimeError as error:
             _log.info("cancel of run %s in session %s: %s", run_id, session.id, error.message)
+
+
+def _result(status: str | None, final_text: str, prompt_tokens: int, completion_tokens: int) -> PromptResult:
+    """A turn's answer (§5.3 step 4): completed or failed, its final text, the session's usage."""
+    return PromptResult(
+        status="completed" if status == "completed" else "failed",
+        events=[],
+        final_text=final_text,
+        usage=PromptUsage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        ),
+    )
 
 
 def _check_promptable(session: Session) -> None:
