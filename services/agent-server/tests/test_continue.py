@@ -237,6 +237,7 @@ async def test_continue_is_refused_for_what_cannot_be_continued(
         await dead.interrupt("sess-live", stop_at="tool.call")
         await dead.interrupt("sess-ended", stop_at=None)
         await dead.interrupt("sess-other", stop_at="tool.call", principal="someone-else")
+        await dead.interrupt("sess-other-ended", stop_at=None, principal="someone-else")
         await store.create(
             "sess-empty", metadata=_metadata(running.workspace), owner_id="gone", lease_ms=1000
         )
@@ -248,16 +249,27 @@ async def test_continue_is_refused_for_what_cannot_be_continued(
             refusals.append((session_id, error.value.code, error.value.data_code))
 
         await refused("sess-live")  # its owner's lease is live
+        await refused("sess-ended")  # a live owner keeps even an ended conversation
         clock.seconds = 60
         await refused("sess-none")
         await refused("sess-other")  # to another principal it does not exist
+        other_size = await store.size("sess-other-ended")
+        await refused("sess-other-ended")  # nor can its ended conversation be taken up
         await refused("sess-empty")  # no turn at all
         assert refusals == [
             ("sess-live", -32013, "ACP_SESSION_NOT_RESTORABLE"),
+            ("sess-ended", -32013, "ACP_SESSION_NOT_RESTORABLE"),
             ("sess-none", -32010, "ACP_SESSION_NOT_FOUND"),
             ("sess-other", -32010, "ACP_SESSION_NOT_FOUND"),
+            ("sess-other-ended", -32010, "ACP_SESSION_NOT_FOUND"),
             ("sess-empty", -32023, "ACP_SESSION_NOT_CONTINUABLE"),
         ]
+        # The other principal's session was not touched: no lease taken, nothing stored.
+        other = await store.get("sess-other-ended")
+        assert other.status == "active"
+        assert other.lease is not None
+        assert other.lease.owner_id == "connection-of-sess-other-ended"
+        assert await store.size("sess-other-ended") == other_size
         assert (await store.get("sess-empty")).status == "closed"
         ended = await client.request("session/restore", {"sessionId": "sess-ended", "afterSeq": -1})
         assert ended["status"] == "completed"
