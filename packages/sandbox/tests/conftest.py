@@ -17,7 +17,7 @@ import pytest
 import trio
 from sandbox_helpers import load_build_script
 
-from harness_sandbox import DockerEngine, EnvironmentSpec, SandboxLimits
+from harness_sandbox import SANDBOX_ID_RANGE, DockerEngine, EnvironmentSpec, SandboxLimits
 from harness_sandbox._docker import DockerEnvironment
 from harness_sandbox._docker_cli import this_host
 
@@ -78,9 +78,12 @@ def debian_image(docker_available: None) -> str:
 
 
 def _sandbox_ids() -> tuple[int, int]:
-    """The uid and gid commands run as: 1000 when the tests run as root, else the caller's."""
+    """The uid and gid commands run as: an even one of the sandbox range (no host account's
+    and, by this process's pid, no other test process's) when the tests run as root, else the caller's.
+    """
     if os.geteuid() == 0:
-        return 1000, 1000
+        uid = SANDBOX_ID_RANGE.stop - 2 * (1 + os.getpid() % 4096)
+        return uid, uid
     return os.getuid(), os.getgid()
 
 

@@ -28,6 +28,7 @@ from harness_sandbox._errors import (
     SANDBOX_DISPOSE_FAILED,
     SANDBOX_ENGINE_UNAVAILABLE,
     SANDBOX_ERROR_CODES,
+    SANDBOX_IDS_UNAVAILABLE,
     SANDBOX_IMAGE_NOT_PINNED,
     SANDBOX_SOURCE_INVALID,
     SANDBOX_START_FAILED,
@@ -36,7 +37,7 @@ from harness_sandbox._errors import (
 from harness_sandbox._limits import SandboxLimits
 from harness_sandbox._workspace import (
     SANDBOX_ENVIRONMENT,
-    SANDBOX_UID,
+    SANDBOX_ID_RANGE,
     SandboxWorkspace,
     is_isolating_engine,
 )
@@ -50,10 +51,11 @@ __all__ = [
     "SANDBOX_ENGINE_UNAVAILABLE",
     "SANDBOX_ENVIRONMENT",
     "SANDBOX_ERROR_CODES",
+    "SANDBOX_IDS_UNAVAILABLE",
+    "SANDBOX_ID_RANGE",
     "SANDBOX_IMAGE_NOT_PINNED",
     "SANDBOX_SOURCE_INVALID",
     "SANDBOX_START_FAILED",
-    "SANDBOX_UID",
     "WORKSPACE_MOUNT",
     "BubblewrapEngine",
     "CommandOutcome",

@@ -149,7 +149,7 @@ class BubblewrapEngine:
         Raises:
             SandboxError: ``SANDBOX_ENGINE_UNAVAILABLE`` (not x86_64, a program missing, no
                 user namespaces, the uid needs root) or ``SANDBOX_START_FAILED`` (uid 0, the
-                copy is not a directory owned by the uid or not reachable by it).
+                copy is not a directory owned by the uid).
         """
         seccomp = build_filter()
         tools = _locate_tools(self._bwrap, spec)

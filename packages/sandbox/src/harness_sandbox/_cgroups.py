@@ -11,9 +11,11 @@ before anything of the command runs:
 - ``pids.max`` = ``pids``, the same bound as ``RLIMIT_NPROC``;
 - ``cpu.cfs_quota_us`` = ``cpus`` x ``cpu.cfs_period_us``: a rate, as Docker's ``--cpus``.
 
-A cgroup is removed once the sandbox's pid 1 has exited. One a crashed process left behind
-is empty (its processes died with the sandbox) and is removed by the next engine's
-:func:`cgroup_parents`, which knows it by the dead owner's pid in its name.
+A cgroup is removed once the sandbox's pid 1 has exited. One a killed process left behind
+is removed by the next engine's :func:`cgroup_parents`, wherever it is in the hierarchy (the
+next process may sit in another cgroup than the dead one did): its name carries its owner's
+pid and start time, and when that process is gone whatever still runs in the cgroup (a
+sandbox waiting for its backstop) is killed and the cgroup removed.
 """
 
 from __future__ import annotations
@@ -23,18 +25,22 @@ import errno
 import itertools
 import os
 import re
+import signal
+import time
 from collections.abc import Mapping
 from typing import Final
 
 from harness_sandbox._limits import SandboxLimits
-from harness_sandbox._supervise import process_alive
+from harness_sandbox._supervise import owner_alive, process_start_time
 
 __all__ = ["CommandCgroup", "cgroup_parents"]
 
 _MOUNT: Final = "/sys/fs/cgroup"
 _CONTROLLERS: Final = ("memory", "pids", "cpu")
 _PREFIX: Final = "harness-sbx-"
-_LEFTOVER: Final = re.compile(rf"{_PREFIX}(\d+)-\d+")
+# harness-sbx-<owner pid>-<owner start time>-<n> (names without the start time are older).
+_LEFTOVER: Final = re.compile(rf"{_PREFIX}(\d+)-(?:(\d+)-)?\d+")
+_EMPTY_SECONDS: Final = 2.0
 _CPU_PERIOD_US: Final = 100_000
 _names = itertools.count()
 
@@ -43,7 +49,7 @@ def cgroup_parents() -> dict[str, str]:
     """The directories, per controller, where this process may create cgroups; empty if none.
 
     Only for root, and only for hierarchies mounted as cgroup v1 under ``/sys/fs/cgroup``.
-    Removes the empty cgroups that dead processes left there.
+    Removes the cgroups that dead owners left anywhere in those hierarchies.
     """
     if os.geteuid() != 0:
         return {}
@@ -59,7 +65,7 @@ def cgroup_parents() -> dict[str, str]:
         directory = os.path.join(_MOUNT, controller, own[controller].lstrip("/"))
         if os.path.isfile(os.path.join(directory, "cgroup.procs")) and os.access(directory, os.W_OK):
             parents[controller] = directory
-            _remove_leftovers(directory)
+            _remove_leftovers(os.path.join(_MOUNT, controller))
     return parents
 
 
@@ -74,13 +80,38 @@ def _own_cgroups(text: str) -> dict[str, str]:
     return cgroups
 
 
-def _remove_leftovers(directory: str) -> None:
-    with contextlib.suppress(OSError):
-        for name in os.listdir(directory):
+def _remove_leftovers(hierarchy: str) -> None:
+    """Remove every command cgroup in ``hierarchy`` whose owner is gone, killing what runs in it."""
+    for directory, children, _ in os.walk(hierarchy):
+        for name in list(children):
             match = _LEFTOVER.fullmatch(name)
-            if match is not None and not process_alive(int(match.group(1))):
-                with contextlib.suppress(OSError):  # not empty after all: leave it
-                    os.rmdir(os.path.join(directory, name))
+            if match is None:
+                continue
+            children.remove(name)  # a command cgroup has no cgroups below it
+            start = match.group(2)
+            if not owner_alive(int(match.group(1)), None if start is None else int(start)):
+                _remove_dead(os.path.join(directory, name))
+
+
+def _remove_dead(cgroup: str) -> None:
+    """Kill the processes of a dead owner's cgroup (only a sandbox enters one) and remove it."""
+    deadline = time.monotonic() + _EMPTY_SECONDS
+    while True:
+        try:
+            os.rmdir(cgroup)
+            return
+        except FileNotFoundError:
+            return
+        except OSError as error:
+            if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                return  # still busy: the next sweep tries again
+        with contextlib.suppress(OSError):
+            with open(os.path.join(cgroup, "cgroup.procs"), encoding="ascii") as handle:
+                pids = [int(line) for line in handle.read().split()]
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
 
 
 class CommandCgroup:
@@ -95,7 +126,8 @@ class CommandCgroup:
     """
 
     def __init__(self, parents: Mapping[str, str], limits: SandboxLimits) -> None:
-        name = f"{_PREFIX}{os.getpid()}-{next(_names)}"
+        owner = os.getpid()
+        name = f"{_PREFIX}{owner}-{process_start_time(owner)}-{next(_names)}"
         self._directories: list[str] = []
         quota = max(1000, round(limits.cpus * _CPU_PERIOD_US))
         settings = {

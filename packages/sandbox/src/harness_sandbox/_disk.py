@@ -41,7 +41,8 @@ def mount_ceiling(home: str, mountpoint: str, size: int, owner: tuple[int, int])
         OSError: a tool failed (its message included); nothing stays mounted.
     """
     image = os.path.join(home, _IMAGE)
-    with open(image, "xb") as handle:
+    descriptor = os.open(image, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with open(descriptor, "wb") as handle:
         handle.truncate(size + size // 16 + _SLACK)
     _tool(
         "mkfs.ext4",

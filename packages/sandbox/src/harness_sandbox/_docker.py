@@ -3,10 +3,10 @@
 The container (``docker create`` + ``docker start``) has no network, a read-only root, no
 capabilities, ``no-new-privileges``, the workspace's memory, pids, CPU, open-file and
 file-size limits, a 64 MiB ``/tmp`` and the copy bound at ``/workspace``. Its PID 1 is
-Docker's ``--init`` (tini) running ``sleep infinity``, both as a user *other than* the
-commands' one: tini reaps every orphan, so a killed leftover never lingers as a zombie that
-counts against the pids limit, and a command cannot signal PID 1 or its sleeper, so it
-cannot take its own environment down.
+Docker's ``--init`` (tini) running ``sleep infinity``, both as the user (and group) one
+above the commands' (``uid + 1``; a ``SandboxWorkspace`` leases both): tini reaps every
+orphan, so a killed leftover never lingers as a zombie that counts against the pids limit,
+and a command cannot signal PID 1 or its sleeper, so it cannot take its own environment down.
 
 Every command runs as ``docker exec --user uid:gid`` with argv passed through unchanged.
 Killing the ``docker exec`` client does not kill what it started inside (Docker has no
@@ -59,9 +59,6 @@ __all__ = ["DockerEngine", "DockerEnvironment"]
 _PINNED: Final = re.compile(r"(?:[^\s@]+@)?sha256:[0-9a-f]{64}")
 _PID1: Final = ("sleep", "infinity")
 _TMP_MOUNT: Final = "/tmp:rw,nosuid,nodev,size=64m"
-# PID 1 runs as this user (or the one below it when a workspace uses this very uid), so
-# that ``kill -1`` as the commands' user cannot reach it.
-_INIT_ID: Final = 65534
 _KILL_ROUNDS: Final = 3
 _POLL_SECONDS: Final = 0.05
 _READY_SECONDS: Final = 10.0
@@ -456,15 +453,19 @@ def _check_spec(spec: EnvironmentSpec) -> None:
     if not os.path.isdir(path):
         raise SandboxError(SANDBOX_START_FAILED, f"copy_path {path!r} is not a directory", "create")
     for value in (spec.uid, spec.gid):
-        # Root inside, even without capabilities, owns whatever root owns in the image.
-        if type(value) is not int or value < 1:
+        # Root inside, even without capabilities, owns whatever root owns in the image; PID 1
+        # runs as the id above, which must exist too.
+        if type(value) is not int or not 1 <= value < 2**32 - 2:
             raise SandboxError(
-                SANDBOX_START_FAILED, f"commands run as a uid and gid >= 1, not {value!r}", "create"
+                SANDBOX_START_FAILED,
+                f"commands run as a uid and gid from 1 to 2**32-3, not {value!r}",
+                "create",
             )
 
 
-def _init_id(avoid: int) -> int:
-    return _INIT_ID if avoid != _INIT_ID else _INIT_ID - 1
+def _init_id(commands: int) -> int:
+    """PID 1's id: ``kill -1`` as the commands' user cannot reach a process of another user."""
+    return commands + 1
 
 
 def _create_options(spec: EnvironmentSpec) -> list[str]:

@@ -18,6 +18,7 @@ __all__ = [
     "SANDBOX_DISPOSE_FAILED",
     "SANDBOX_ENGINE_UNAVAILABLE",
     "SANDBOX_ERROR_CODES",
+    "SANDBOX_IDS_UNAVAILABLE",
     "SANDBOX_IMAGE_NOT_PINNED",
     "SANDBOX_SOURCE_INVALID",
     "SANDBOX_START_FAILED",
@@ -38,6 +39,8 @@ SANDBOX_DISK_LIMIT: Final = "SANDBOX_DISK_LIMIT"
 """The copy holds more bytes than the workspace's disk limit (at creation, a write or a command)."""
 SANDBOX_DISPOSE_FAILED: Final = "SANDBOX_DISPOSE_FAILED"
 """The environment's removal could not be verified; the message names what may be left."""
+SANDBOX_IDS_UNAVAILABLE: Final = "SANDBOX_IDS_UNAVAILABLE"
+"""No user id of the sandbox's range is free, or the range holds an id a host account uses."""
 
 SANDBOX_ERROR_CODES: Final[frozenset[str]] = frozenset(
     {
@@ -48,6 +51,7 @@ SANDBOX_ERROR_CODES: Final[frozenset[str]] = frozenset(
         SANDBOX_COPY_FAILED,
         SANDBOX_DISK_LIMIT,
         SANDBOX_DISPOSE_FAILED,
+        SANDBOX_IDS_UNAVAILABLE,
     }
 )
 """Every code a :class:`SandboxError` carries."""

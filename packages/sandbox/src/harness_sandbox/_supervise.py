@@ -21,7 +21,7 @@ import trio
 from harness_workspace import AbortSignal
 from harness_workspace.local import HeadTailOutput, supervise_process
 
-__all__ = ["HostRun", "process_alive", "run_host_process"]
+__all__ = ["HostRun", "owner_alive", "process_alive", "process_start_time", "run_host_process"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +95,32 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def process_start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat``), or ``None`` if gone.
+
+    With the pid it names one process for the life of the system: a pid is reused, a
+    ``(pid, start time)`` pair is not.
+    """
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The name (field 2) may hold spaces and parentheses: the fields after its last ")" are plain.
+    fields = text[text.rindex(b")") + 2 :].split()
+    return int(fields[19])
+
+
+def owner_alive(pid: int, start_time: int | None) -> bool:
+    """Whether the process ``pid`` that started at ``start_time`` still runs.
+
+    ``None`` for the start time (an owner recorded by pid alone) falls back to
+    :func:`process_alive`, which keeps a leftover while its pid is reused.
+    """
+    if start_time is None:
+        return process_alive(pid)
+    if pid <= 0:
+        return True
+    return process_start_time(pid) == start_time

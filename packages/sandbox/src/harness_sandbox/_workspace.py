@@ -4,7 +4,9 @@ Creation copies the source tree (see :mod:`harness_sandbox._copy`) into a direct
 own, opens a :class:`~harness_workspace.local.LocalWorkspace` over the copy for every file
 operation (so a link, FIFO or device the sandbox plants can never lead a host-side read or
 write outside the copy) and starts the engine's environment with the copy at ``/workspace``.
-``execute`` checks ``cwd`` on the host, then runs the command inside. The copy's size is
+``execute`` checks ``cwd`` on the host, then runs the command inside. As root, the copy and
+the commands belong to user ids of their own (:mod:`harness_sandbox._leases`), and the copy's
+directory (its home) is root's, entered only by the sandbox's own group (0710). The copy's size is
 held to ``SandboxLimits.disk_bytes``. ``dispose`` keeps the final diff, stops the
 environment, verifies it is gone and deletes the copy (unless asked to retain it).
 """
@@ -26,6 +28,7 @@ from harness_sandbox._disk import ceiling_available, mount_ceiling, unmount_ceil
 from harness_sandbox._docker import DockerEngine
 from harness_sandbox._engine import CommandSpec, EnvironmentSpec, SandboxEngine, SandboxEnvironment
 from harness_sandbox._errors import SANDBOX_COPY_FAILED, SANDBOX_DISK_LIMIT, SandboxError
+from harness_sandbox._leases import COPY_NAME, HOME_PREFIX, SANDBOX_ID_RANGE, Lease, claim_lease, sweep_leases
 from harness_sandbox._limits import SandboxLimits
 from harness_workspace import (
     CommandRequest,
@@ -43,18 +46,14 @@ from harness_workspace.local import (
     LocalWorkspaceError,
 )
 
-__all__ = ["SANDBOX_ENVIRONMENT", "SANDBOX_UID", "SandboxWorkspace"]
+__all__ = ["SANDBOX_ENVIRONMENT", "SANDBOX_ID_RANGE", "SandboxWorkspace"]
 
-SANDBOX_UID: Final = 1000
-"""The user (and group) commands run as when the host process is root."""
 SANDBOX_ENVIRONMENT: Final[dict[str, str]] = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/tmp",
     "LANG": "C.UTF-8",
 }
 """The whole environment of a command inside: nothing of the host process reaches it."""
-_COPY_NAME: Final = "workspace"
-
 _ISOLATING_ENGINES: Final = (DockerEngine, BubblewrapEngine)
 
 
@@ -76,6 +75,8 @@ class _Copy:
     report: CopyReport
     ceiling: bool
     """The copy is a file system of its own, full a little above ``disk_bytes``."""
+    lease: Lease
+    """The sandbox's user ids, held until the copy is gone."""
 
 
 class SandboxWorkspace:
@@ -127,6 +128,7 @@ class SandboxWorkspace:
         parent: str | os.PathLike[str] | None = None,
         retain: bool = False,
         disk_ceiling: bool = True,
+        ids: range = SANDBOX_ID_RANGE,
     ) -> SandboxWorkspace:
         """Copy ``source`` and start ``engine``'s environment over the copy.
 
@@ -142,14 +144,20 @@ class SandboxWorkspace:
             disk_ceiling: Put the copy on a loop-mounted file system of its own, full a little
                 above ``disk_bytes``, where this process can (root, a loop device,
                 ``mkfs.ext4``); :attr:`disk_ceiling` says whether it did.
+            ids: Where the sandbox's user ids come from when this process is root (see
+                :data:`SANDBOX_ID_RANGE`); not root, commands run as this process's user.
+
+        First, what sandboxes of dead owners left (their processes, copies, file systems)
+        is removed; a live owner's sandbox is never touched.
 
         Raises:
             SandboxError: ``SANDBOX_SOURCE_INVALID``, ``SANDBOX_COPY_FAILED``,
-                ``SANDBOX_DISK_LIMIT``, ``SANDBOX_ENGINE_UNAVAILABLE``,
-                ``SANDBOX_IMAGE_NOT_PINNED``, ``SANDBOX_START_FAILED``. Nothing is left behind.
+                ``SANDBOX_DISK_LIMIT``, ``SANDBOX_IDS_UNAVAILABLE``, ``SANDBOX_ENGINE_UNAVAILABLE``,
+                ``SANDBOX_IMAGE_NOT_PINNED``, ``SANDBOX_START_FAILED``; ``SANDBOX_DISPOSE_FAILED``
+                when a dead owner's leftover cannot be removed. Nothing is left behind.
         """
         chosen = limits if limits is not None else SandboxLimits()
-        owner = (SANDBOX_UID, SANDBOX_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        await trio.to_thread.run_sync(sweep_leases)
         copy = await trio.to_thread.run_sync(
             lambda: _make_copy(
                 os.fspath(source),
@@ -157,7 +165,7 @@ class SandboxWorkspace:
                 deny=deny,
                 denied=denied,
                 limits=chosen,
-                owner=owner,
+                ids=ids if os.geteuid() == 0 else None,
                 disk_ceiling=disk_ceiling,
             )
         )
@@ -167,8 +175,8 @@ class SandboxWorkspace:
             spec = EnvironmentSpec(
                 name=f"harness-sbx-{secrets.token_hex(8)}",
                 copy_path=copy.path,
-                uid=owner[0],
-                gid=owner[1],
+                uid=copy.lease.uid,
+                gid=copy.lease.gid,
                 limits=chosen,
                 owner=f"{socket.gethostname()}:{os.getpid()}",
             )
@@ -177,9 +185,7 @@ class SandboxWorkspace:
             with trio.CancelScope(shield=True):
                 if local is not None:
                     await local.dispose()
-                await trio.to_thread.run_sync(
-                    lambda: _remove_copy(copy.home, copy.path, ceiling=copy.ceiling, keep=False)
-                )
+                await trio.to_thread.run_sync(lambda: _remove_copy(copy, keep=False))
             raise
         workspace = cls(
             copy=copy,
@@ -204,6 +210,11 @@ class SandboxWorkspace:
     def copy_path(self) -> str:
         """The host path of the copy (retained after dispose only when asked)."""
         return self._copy.path
+
+    @property
+    def ids(self) -> tuple[int, int]:
+        """The user and group id commands run as and the copy belongs to."""
+        return (self._copy.lease.uid, self._copy.lease.gid)
 
     @property
     def skipped(self) -> tuple[str, ...]:
@@ -373,9 +384,7 @@ class SandboxWorkspace:
                 finally:
                     await self._local.dispose()
                     copy = self._copy
-                    await trio.to_thread.run_sync(
-                        lambda: _remove_copy(copy.home, copy.path, ceiling=copy.ceiling, keep=self._retain)
-                    )
+                    await trio.to_thread.run_sync(lambda: _remove_copy(copy, keep=self._retain))
 
 
 def _make_copy(
@@ -385,15 +394,23 @@ def _make_copy(
     deny: tuple[str, ...],
     denied: DeniedPolicy,
     limits: SandboxLimits,
-    owner: tuple[int, int],
+    ids: range | None,
     disk_ceiling: bool,
 ) -> _Copy:
-    home = tempfile.mkdtemp(prefix="harness-sbx-", dir=parent)
-    path = os.path.join(home, _COPY_NAME)
+    base: str = os.path.abspath(tempfile.gettempdir() if parent is None else os.fspath(parent))
+    home = os.path.join(base, f"{HOME_PREFIX}{secrets.token_hex(8)}")
+    lease = claim_lease(home, ids)
+    path = os.path.join(home, COPY_NAME)
     ceiling = disk_ceiling and ceiling_available()
+    owner = (lease.uid, lease.gid)
     try:
-        # Traversable (not listable) by the sandbox's user, which must reach the copy.
-        os.chmod(home, 0o711)
+        os.mkdir(home, 0o700)
+        if ids is not None:
+            # Root's, and traversable by the sandbox's own group alone, which no host account
+            # has: bubblewrap binds the copy as the sandbox's user, by path. Nothing else of
+            # the host can enter, let alone list, the home.
+            os.chown(home, 0, lease.gid)
+            os.chmod(home, 0o710)
         if ceiling:
             try:
                 mount_ceiling(home, path, limits.disk_bytes, owner)
@@ -407,22 +424,29 @@ def _make_copy(
             deny=deny,
             denied=denied,
             max_bytes=limits.disk_bytes,
-            owner=owner if os.geteuid() == 0 else None,
+            owner=owner if ids is not None else None,
             existing=ceiling,
         )
     except BaseException:
-        _remove_copy(home, path, ceiling=ceiling, keep=False)
+        _remove_copy(
+            _Copy(home=home, path=path, report=CopyReport(), ceiling=ceiling, lease=lease), keep=False
+        )
         raise
-    return _Copy(home=home, path=path, report=report, ceiling=ceiling)
+    return _Copy(home=home, path=path, report=report, ceiling=ceiling, lease=lease)
 
 
-def _remove_copy(home: str, path: str, *, ceiling: bool, keep: bool) -> None:
-    """Unmount the ceiling and delete the copy's directory (``keep``: leave both as they are)."""
-    if keep:
-        return
-    if ceiling:
-        unmount_ceiling(home, path)
-    remove_tree(home)
+def _remove_copy(copy: _Copy, *, keep: bool) -> None:
+    """Unmount the ceiling, delete the copy's directory and give the ids back.
+
+    ``keep`` leaves the copy as it is (mounted, if it was) and gives the ids back: its home
+    stays root's alone, so the next sandbox with those ids cannot reach it. When removal
+    fails the lease is kept, so the sweep after this process has ended removes the rest.
+    """
+    if not keep:
+        if copy.ceiling:
+            unmount_ceiling(copy.home, copy.path)
+        remove_tree(copy.home)
+    copy.lease.release()
 
 
 def _without_paths(patch: str, paths: frozenset[str]) -> str:
