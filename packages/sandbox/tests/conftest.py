@@ -78,11 +78,12 @@ def debian_image(docker_available: None) -> str:
 
 
 def _sandbox_ids() -> tuple[int, int]:
-    """The uid and gid commands run as: an even one of the sandbox range (no host account's
-    and, by this process's pid, no other test process's) when the tests run as root, else the caller's.
+    """The uid and gid commands run as: as root, an id just above the sandbox range (no host
+    account's, no workspace's lease, and by this process's pid no other test process's);
+    else the caller's.
     """
     if os.geteuid() == 0:
-        uid = SANDBOX_ID_RANGE.stop - 2 * (1 + os.getpid() % 4096)
+        uid = SANDBOX_ID_RANGE.stop + 2 * (os.getpid() % 4096)
         return uid, uid
     return os.getuid(), os.getgid()
 
