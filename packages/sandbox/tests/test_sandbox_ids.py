@@ -61,6 +61,7 @@ class Account:
             ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--", *argv],
             capture_output=True,
             text=True,
+            errors="replace",  # a file read may be binary (a disk image)
             check=False,
             timeout=30,
             env={"PATH": "/usr/bin:/bin", "LANG": "C"},
