@@ -88,11 +88,12 @@ def _add_account(uid: int | None) -> Account:
         argv += ["--no-user-group", "--gid", str(uid)]
     else:
         argv += ["--user-group"]
+    made = subprocess.run([*argv, name], capture_output=True, text=True, check=False, timeout=30)
     for _ in range(50):  # another process may hold the account files' lock for a moment
-        made = subprocess.run([*argv, name], capture_output=True, text=True, check=False, timeout=30)
         if made.returncode != 10:  # 10: cannot lock
             break
         time.sleep(0.1)
+        made = subprocess.run([*argv, name], capture_output=True, text=True, check=False, timeout=30)
     assert made.returncode == 0, made.stderr
     entry = pwd.getpwnam(name)
     return Account(name, entry.pw_uid, entry.pw_gid)
@@ -281,7 +282,7 @@ async def test_a_range_that_holds_a_host_account_is_refused_and_nothing_is_made(
     source = git_repository(tmp_path / "source", {"a.txt": "a\n"})
     parent = tmp_path / "copies"
     parent.mkdir()
-    before = set(os.listdir(REGISTRY)) if REGISTRY.exists() else set()
+    before: set[str] = set(os.listdir(REGISTRY)) if REGISTRY.exists() else set()
     for ids in (range(probe.uid - 4, probe.uid + 4), range(probe.uid, probe.uid + 2)):
         with pytest.raises(SandboxError) as caught:
             await SandboxWorkspace.create(source, engine=HostTestEngine(), parent=parent, ids=ids)

@@ -155,7 +155,9 @@ class BubblewrapEngine:
         tools = _locate_tools(self._bwrap, spec)
         _check_copy(spec)
         if self._cgroups is None:
-            self._cgroups = cgroup_parents()
+            # Off the event loop: it walks the cgroup hierarchies and may wait for a dead
+            # owner's leftover to empty.
+            self._cgroups = await trio.to_thread.run_sync(cgroup_parents)
         if (spec.uid, spec.gid) not in self._verified:
             bare = BubblewrapEnvironment(spec, tools, seccomp, self._cgroups, with_workspace=False)
             await bare.probe(SANDBOX_ENGINE_UNAVAILABLE, "bubblewrap cannot create its sandbox here")

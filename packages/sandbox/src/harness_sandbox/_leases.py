@@ -40,7 +40,15 @@ from harness_sandbox._disk import unmount_ceiling
 from harness_sandbox._errors import SANDBOX_DISPOSE_FAILED, SANDBOX_IDS_UNAVAILABLE, SandboxError
 from harness_sandbox._supervise import process_start_time
 
-__all__ = ["HOME_PREFIX", "SANDBOX_ID_RANGE", "Lease", "check_id_range", "claim_lease", "sweep_leases"]
+__all__ = [
+    "COPY_NAME",
+    "HOME_PREFIX",
+    "SANDBOX_ID_RANGE",
+    "Lease",
+    "check_id_range",
+    "claim_lease",
+    "sweep_leases",
+]
 
 SANDBOX_ID_RANGE: Final = range(2_100_000_000, 2_100_065_536)
 """The user and group ids sandboxes run as when the host process is root (even ones for commands).
