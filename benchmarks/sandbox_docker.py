@@ -1,7 +1,7 @@
 """Benchmark: the Docker sandbox engine against a bare host process, measured in the same run.
 
 Run with ``uv run python benchmarks/sandbox_docker.py`` on a machine with a running Docker
-daemon (as root, so the copy can be given to uid 1000). It uses the busybox test image (built
+daemon (as root, so the copy can be given to an id of the sandbox range). It uses the busybox test image (built
 in a second if missing) and, when it has been built, the default Debian image. Prints
 milliseconds per operation (median of the repeats) and ratios:
 
@@ -28,12 +28,12 @@ from collections.abc import Awaitable, Callable
 import trio
 from _sandbox_bench import load_build_script, samples_ms
 
-from harness_sandbox import CommandSpec, DockerEngine, EnvironmentSpec, SandboxLimits
+from harness_sandbox import SANDBOX_ID_RANGE, CommandSpec, DockerEngine, EnvironmentSpec, SandboxLimits
 from harness_sandbox._docker import DockerEnvironment
 
 REPEAT = 30
 LIFECYCLE_REPEAT = 8
-UID = 1000
+UID = SANDBOX_ID_RANGE.stop + 2  # above the leased ids: no host account's, no workspace's
 
 
 async def median_ms(function: Callable[[], Awaitable[object]], repeat: int = REPEAT) -> float:
