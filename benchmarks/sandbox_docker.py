@@ -1,9 +1,9 @@
 """Benchmark: the Docker sandbox engine against a bare host process, measured in the same run.
 
 Run with ``uv run python benchmarks/sandbox_docker.py`` on a machine with a running Docker
-daemon (as root, so the copy can be given to an id of the sandbox range). It uses the busybox test image (built
-in a second if missing) and, when it has been built, the default Debian image. Prints
-milliseconds per operation (median of the repeats) and ratios:
+daemon (as root, so the copy can be given to an id above the sandbox range). It uses the
+busybox test image (built in a second if missing) and, when it has been built, the default
+Debian image. Prints milliseconds per operation (median of the repeats) and ratios:
 
 - per-command latency of ``run(("true",))`` and ``python3 -c pass``, against the same program
   started on the host, and against the raw ``docker exec`` underneath;
