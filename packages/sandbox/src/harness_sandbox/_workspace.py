@@ -6,8 +6,8 @@ operation (so a link, FIFO or device the sandbox plants can never lead a host-si
 write outside the copy) and starts the engine's environment with the copy at ``/workspace``.
 ``execute`` checks ``cwd`` on the host, then runs the command inside. As root, the copy and
 the commands belong to user ids of their own (:mod:`harness_sandbox._leases`), and the copy's
-directory (its home) is root's, entered only by the sandbox's own group (0710). The copy's size is
-held to ``SandboxLimits.disk_bytes``. ``dispose`` keeps the final diff, stops the
+directory (its home) is root's, entered only by the sandbox's own group (0710). The copy's
+size is held to ``SandboxLimits.disk_bytes``. ``dispose`` keeps the final diff, stops the
 environment, verifies it is gone and deletes the copy (unless asked to retain it).
 """
 
