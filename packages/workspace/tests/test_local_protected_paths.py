@@ -15,6 +15,7 @@ from workspace_git_repositories import commit_all, folder_state, git, init
 from harness_workspace import CommandRequest
 from harness_workspace.local import (
     PROTECTED_HOST_PATHS,
+    WORKSPACE_GIT_FAILED,
     WORKSPACE_NOT_A_FILE,
     WORKSPACE_NOT_FOUND,
     WORKSPACE_PATH_PROTECTED,
@@ -56,7 +57,7 @@ def protected_state(root: Path) -> dict[str, tuple[int, bytes]]:
 
 
 async def shell(workspace: LocalWorkspace, script: str) -> None:
-    result = await workspace.execute(CommandRequest(argv=["sh", "-c", script], timeout_ms=30_000))
+    result = await workspace.execute(CommandRequest(argv=("sh", "-c", script), timeout_ms=30_000))
     assert result.exit_code == 0, result
 
 
@@ -117,7 +118,14 @@ async def test_a_command_changing_hooks_config_and_manifests_is_undone_and_repor
         await workspace.dispose()
     assert reported.value.code == WORKSPACE_PROTECTED_PATH_CHANGED
     assert reported.value.operation == "execute"
-    for path in (".git/hooks/x", "tasks/y.yaml", "tasks/x.yaml", ".git/config", ".git/hooks/kept", "tasks/deep"):
+    for path in (
+        ".git/hooks/x",
+        "tasks/y.yaml",
+        "tasks/x.yaml",
+        ".git/config",
+        ".git/hooks/kept",
+        "tasks/deep",
+    ):
         assert path in reported.value.message
     assert protected_state(repository) == before
     assert (repository / "tasks").stat().st_mode & 0o777 == 0o755
@@ -242,7 +250,7 @@ def test_read_committed_file_reads_the_commit_never_the_work_tree(repository: Pa
     assert missing.value.code == WORKSPACE_NOT_FOUND
     with pytest.raises(LocalWorkspaceError) as no_branch:
         read_committed_file(repository, "tasks/x.yaml", revision="nope")
-    assert no_branch.value.code == WORKSPACE_NOT_FOUND
+    assert no_branch.value.code == WORKSPACE_GIT_FAILED
 
 
 def test_read_committed_file_refuses_what_is_not_a_regular_file_in_the_commit(repository: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Final, NoReturn
 
 from harness_workspace.local._diff import Repository
 from harness_workspace.local._errors import (
+    WORKSPACE_GIT_FAILED,
     WORKSPACE_NOT_A_FILE,
     WORKSPACE_NOT_FOUND,
     WORKSPACE_PATH_INVALID,
@@ -43,9 +44,9 @@ def read_committed_file(
     branch name (``refs/heads/<name>``) or a full object id; annotated tags are peeled.
 
     Raises:
-        LocalWorkspaceError: ``WORKSPACE_NOT_FOUND`` when ``revision`` names nothing (or an
-            unborn branch) or its tree has no ``path``; ``WORKSPACE_NOT_A_FILE`` when ``path``
-            is a folder, symlink or submodule there; ``WORKSPACE_TOO_LARGE`` past ``max_bytes``;
+        LocalWorkspaceError: ``WORKSPACE_NOT_FOUND`` when the commit's tree has no ``path``;
+            ``WORKSPACE_GIT_FAILED`` when ``revision`` names no commit (or an unborn branch);
+            ``WORKSPACE_NOT_A_FILE`` when ``path`` is a folder, symlink or submodule there; ``WORKSPACE_TOO_LARGE`` past ``max_bytes``;
             ``WORKSPACE_PATH_INVALID`` for a malformed ``revision``; the path codes; and the
             reader's ``WORKSPACE_NOT_A_REPOSITORY``, ``WORKSPACE_GIT_*`` codes.
         ValueError: ``max_bytes`` is not a positive int.
@@ -101,5 +102,5 @@ def _resolve(repository: Repository, revision: str, budget: Budget) -> bytes:
         name = revision if revision.startswith("refs/") else f"refs/heads/{revision}"
         found = ref_object_id(repository.git, os.fsencode(name), hash_size, budget)
     if found is None:
-        raise LocalWorkspaceError(WORKSPACE_NOT_FOUND, f"revision {revision!r} names no commit", _OPERATION)
+        raise LocalWorkspaceError(WORKSPACE_GIT_FAILED, f"revision {revision!r} names no commit", _OPERATION)
     return found
