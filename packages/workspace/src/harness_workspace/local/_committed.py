@@ -46,7 +46,8 @@ def read_committed_file(
     Raises:
         LocalWorkspaceError: ``WORKSPACE_NOT_FOUND`` when the commit's tree has no ``path``;
             ``WORKSPACE_GIT_FAILED`` when ``revision`` names no commit (or an unborn branch);
-            ``WORKSPACE_NOT_A_FILE`` when ``path`` is a folder, symlink or submodule there; ``WORKSPACE_TOO_LARGE`` past ``max_bytes``;
+            ``WORKSPACE_NOT_A_FILE`` when ``path`` is a folder, symlink or submodule there;
+            ``WORKSPACE_TOO_LARGE`` past ``max_bytes``;
             ``WORKSPACE_PATH_INVALID`` for a malformed ``revision``; the path codes; and the
             reader's ``WORKSPACE_NOT_A_REPOSITORY``, ``WORKSPACE_GIT_*`` codes.
         ValueError: ``max_bytes`` is not a positive int.
