@@ -110,22 +110,22 @@ async def test_a_model_cannot_widen_the_next_sessions_policy_by_writing_the_mani
     run = [call(0, "process.exec", {"argv": ["touch", "PWNED"]}), ScriptedTurn(content="ran")]
     async with running(**host_options(scripts(widen, run))) as handle, handle.connect() as client:
         await client.initialize()
-        result, notes = await client.prompt(await session(client), "widen your permissions")
-        assert result["status"] == "completed"
-        writes = tool_results(notes)
-        assert [(write["ok"], write["error"]["code"]) for write in writes] == [
-            (False, "WORKSPACE_PATH_PROTECTED")
-        ] * 3
-        assert (repository / "tasks" / f"{TASK}.yaml").read_text() == TRUSTED
-        assert not (repository / ".git" / "hooks" / "pre-commit").exists()
-        assert "fsmonitor" not in (repository / ".git" / "config").read_text()
-
-        result, notes = await client.prompt(await session(client), "run a command")
-        assert result["status"] == "completed"
-        (executed,) = tool_results(notes)
-        assert executed["ok"] is False
-        assert executed["error"]["code"] == "TOOL_POLICY_DENIED"
+        widened, widen_notes = await client.prompt(await session(client), "widen your permissions")
+        ran, run_notes = await client.prompt(await session(client), "run a command")
+    # The next session of the task kept the trusted policy: its command was denied, never run.
     assert not (repository / "PWNED").exists()
+    (executed,) = tool_results(run_notes)
+    assert (executed["ok"], executed["error"]["code"]) == (False, "TOOL_POLICY_DENIED")
+    assert ran["status"] == "completed"
+    # The writes were refused by the host workspace, whatever the manifest's globs said.
+    assert (repository / "tasks" / f"{TASK}.yaml").read_text() == TRUSTED
+    assert not (repository / ".git" / "hooks" / "pre-commit").exists()
+    assert "fsmonitor" not in (repository / ".git" / "config").read_text()
+    writes = tool_results(widen_notes)
+    assert [(write["ok"], write["error"]["code"]) for write in writes] == [
+        (False, "WORKSPACE_PATH_PROTECTED")
+    ] * 3
+    assert widened["status"] == "completed"
 
 
 async def test_a_command_changing_protected_paths_is_undone_and_reported_and_git_commit_works(
