@@ -30,6 +30,7 @@ from typing import Final, Literal, TypeVar
 import trio
 
 from harness_workspace.local._errors import (
+    WORKSPACE_IO_FAILED,
     WORKSPACE_PATH_PROTECTED,
     WORKSPACE_PROTECTED_PATH_CHANGED,
     WORKSPACE_TOO_LARGE,
@@ -82,6 +83,7 @@ GIT_WORKING_STATE: Final = frozenset(
         "gc.pid",
         "gc.log",
         "shallow",
+        "lfs",
     }
 )
 """Names (case-folded) below a ``.git`` folder that ``execute`` may change: objects, refs, reflogs,
@@ -430,6 +432,25 @@ def _entries(dir_fd: int) -> list[tuple[str, bool]]:
         return [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
 
 
+def _capture(root_fd: int, protected: ProtectedPaths) -> GuardedState:
+    try:
+        return GuardedState.capture(root_fd, protected)
+    except OSError as error:
+        message = (
+            f"execute: the protected paths cannot be read, so a command cannot be guarded: {error.strerror}"
+        )
+        raise LocalWorkspaceError(WORKSPACE_IO_FAILED, message, "execute") from error
+
+
+def _restore(before: GuardedState, root_fd: int) -> list[str]:
+    try:
+        return before.restore(root_fd)
+    except OSError as error:
+        # Typed, and never hidden: a concurrent change (a folder swapped for a link) can stop it.
+        message = f"execute: the command changed protected paths that could not all be put back: {error}"
+        raise LocalWorkspaceError(WORKSPACE_PROTECTED_PATH_CHANGED, message, "execute") from error
+
+
 async def guarded_execution(
     root_fd: int, protected: ProtectedPaths, run: Callable[[int], Awaitable[_T]]
 ) -> _T:
@@ -442,15 +463,15 @@ async def guarded_execution(
         LocalWorkspaceError: ``WORKSPACE_PROTECTED_PATH_CHANGED`` naming what was put back;
             ``WORKSPACE_TOO_LARGE`` before anything ran when the guarded files are too many.
     """
-    before = await trio.to_thread.run_sync(GuardedState.capture, root_fd, protected)
+    before = await trio.to_thread.run_sync(_capture, root_fd, protected)
     try:
         result = await run(root_fd)
     except BaseException:
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(before.restore, root_fd)
+            await trio.to_thread.run_sync(_restore, before, root_fd)
         raise
     with trio.CancelScope(shield=True):
-        changed = await trio.to_thread.run_sync(before.restore, root_fd)
+        changed = await trio.to_thread.run_sync(_restore, before, root_fd)
         if changed:
             shown = ", ".join(changed[:_SHOWN_PATHS]) + (", …" if len(changed) > _SHOWN_PATHS else "")
             count = len(changed)
