@@ -18,6 +18,8 @@ from sandbox_helpers import git_repository
 
 from agent_server import ServerConfig
 from agent_server._catalogue import catalogue_provider
+from agent_server._cli import _parser as parser  # pyright: ignore[reportPrivateUsage]
+from agent_server._cli import build_config
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 
@@ -271,3 +273,20 @@ def git(repository: Path, *arguments: str, stdin: str | None = None) -> str:
         check=True,
     )
     return completed.stdout
+
+
+def test_serve_flags_name_the_manifest_source(tmp_path: Path) -> None:
+    root, tasks = tmp_path / "root", tmp_path / "tasks"
+    root.mkdir()
+    tasks.mkdir()
+
+    def config(*flags: str) -> ServerConfig:
+        arguments = parser().parse_args(["serve", "--no-db", "--workspace-root", str(root), *flags])
+        return build_config(arguments, {})
+
+    default = config()
+    assert (default.tasks_dir, default.task_base, default.load_manifest) == (None, "HEAD", None)
+    chosen = config("--tasks-dir", str(tasks), "--task-base", "refs/heads/main")
+    assert (chosen.tasks_dir, chosen.task_base) == (str(tasks), "refs/heads/main")
+    with pytest.raises(ValueError, match="outside the workspace root"):
+        config("--tasks-dir", str(root))
