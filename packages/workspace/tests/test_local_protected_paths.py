@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import given
 from hypothesis import strategies as st
 from workspace_git_repositories import commit_all, folder_state, git, init
@@ -15,6 +16,7 @@ from workspace_git_repositories import commit_all, folder_state, git, init
 from harness_workspace import CommandRequest
 from harness_workspace.local import (
     PROTECTED_HOST_PATHS,
+    WORKSPACE_DISPOSED,
     WORKSPACE_GIT_FAILED,
     WORKSPACE_NOT_A_FILE,
     WORKSPACE_NOT_FOUND,
@@ -263,3 +265,24 @@ def test_read_committed_file_refuses_what_is_not_a_regular_file_in_the_commit(re
     with pytest.raises(LocalWorkspaceError) as too_large:
         read_committed_file(repository, "tasks/x.yaml", max_bytes=3)
     assert too_large.value.code == WORKSPACE_TOO_LARGE
+
+
+async def test_a_command_killed_by_dispose_still_has_its_changes_put_back(repository: Path) -> None:
+    workspace = LocalWorkspace(repository, protected_paths=PROTECTED_HOST_PATHS)
+    hook = repository / ".git" / "hooks" / "post-checkout"
+    request = CommandRequest(argv=("sh", "-c", f"echo x > {hook} && exec sleep 30"), timeout_ms=30_000)
+    async with trio.open_nursery() as nursery:
+
+        async def run() -> None:
+            with pytest.raises(LocalWorkspaceError) as stopped:
+                await workspace.execute(request)
+            assert stopped.value.code == WORKSPACE_DISPOSED
+
+        nursery.start_soon(run)
+        for _ in range(1000):  # the command writes its hook, then sleeps until killed
+            if hook.exists():
+                break
+            await trio.sleep(0.01)
+        assert hook.exists()
+        await workspace.dispose()
+    assert not hook.exists()
