@@ -191,6 +191,7 @@ LOCAL_EXPECTED_NAMES = {
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_LIST_ENTRIES",
     "LOCAL_WORKSPACE_ERROR_CODES",
+    "PROTECTED_HOST_PATHS",
     "WORKSPACE_COMMAND_ABORTED",
     "WORKSPACE_COMMAND_FAILED_TO_START",
     "WORKSPACE_COMMAND_NOT_FOUND",
@@ -210,7 +211,9 @@ LOCAL_EXPECTED_NAMES = {
     "WORKSPACE_OUTPUT_TOO_LARGE",
     "WORKSPACE_PATH_ESCAPES_ROOT",
     "WORKSPACE_PATH_INVALID",
+    "WORKSPACE_PATH_PROTECTED",
     "WORKSPACE_PATH_TOO_LONG",
+    "WORKSPACE_PROTECTED_PATH_CHANGED",
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
@@ -221,6 +224,7 @@ LOCAL_EXPECTED_NAMES = {
     "ProcessLimits",
     "ResolverChoice",
     "SupervisedExit",
+    "read_committed_file",
     "supervise_process",
 }
 
@@ -240,7 +244,9 @@ def test_local_module_lists_exactly_its_public_names() -> None:
         "ProcessLimits",
         "ResolverChoice",
         "SupervisedExit",
+        "read_committed_file",
         "supervise_process",
+        "PROTECTED_HOST_PATHS",
     }:
         if name.startswith("WORKSPACE_"):
             assert getattr(local, name) == name
@@ -252,7 +258,8 @@ def test_local_module_lists_exactly_its_public_names() -> None:
     assert rendered == (
         "(root: 'str | os.PathLike[str]', *, max_file_bytes: 'int' = 4194304, "
         "max_list_entries: 'int' = 10000, process_limits: 'ProcessLimits | None' = None, "
-        "environment: 'Mapping[str, str] | None' = None, resolver: 'ResolverChoice' = 'auto') -> 'None'"
+        "environment: 'Mapping[str, str] | None' = None, resolver: 'ResolverChoice' = 'auto', "
+        "protected_paths: 'Iterable[str]' = ()) -> 'None'"
     )
     for name, expected in PROTOCOL_METHODS.items():
         assert str(inspect.signature(getattr(local.LocalWorkspace, name))) == expected, name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pytest
 import trio
+from sandbox_helpers import git_repository
 
 import agent_server
 from agent_server import ToolProviderContext
@@ -181,13 +183,15 @@ def _manifest(task_id: str) -> str:
     )
 
 
-async def test_task_id_loads_the_workspace_manifest(running: ServerFactory) -> None:
-    tasks = running.workspace / "tasks"
-    tasks.mkdir()
-    (tasks / "good-task.yaml").write_text(_manifest("good-task"))
-    (tasks / "wrong-id.yaml").write_text(_manifest("other-task"))
-    (tasks / "broken.yaml").write_text("id: [unclosed\n")
-    (tasks / "linked.yaml").symlink_to(tasks / "good-task.yaml")
+async def test_task_id_loads_the_manifest_committed_in_the_workspace(running: ServerFactory) -> None:
+    shutil.rmtree(running.workspace)
+    files = {
+        "tasks/good-task.yaml": _manifest("good-task"),
+        "tasks/wrong-id.yaml": _manifest("other-task"),
+        "tasks/broken.yaml": "id: [unclosed\n",
+    }
+    git_repository(running.workspace, files)
+    (running.workspace / "tasks" / "linked.yaml").symlink_to(running.workspace / "tasks" / "good-task.yaml")
     async with running() as handle, handle.connect() as client:
         await client.initialize()
         created = await client.request("session/new", {"workspace": "ws", "taskId": "good-task"})

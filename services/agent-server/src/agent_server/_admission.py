@@ -18,17 +18,20 @@ import trio
 from agent_server._config import ServerConfig, ToolProviderContext
 from agent_server._conversation import Session
 from agent_server._errors import InvalidParamsError, SandboxUnavailableError
+from agent_server._manifests import read_task_manifest
+from harness_kernel.manifest import TaskManifest
 from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
 from harness_tools import Tool, ToolRegistry, admission_refusal
 from harness_workspace import WorkspaceEscapesRootError, declare_isolation, open_workspace
 from harness_workspace.local import (
+    PROTECTED_HOST_PATHS,
     WORKSPACE_NOT_A_DIRECTORY,
     WORKSPACE_NOT_FOUND,
     LocalWorkspace,
     LocalWorkspaceError,
 )
 
-__all__ = ["admit_tools", "build_session", "open_adapter", "resolve_workspace"]
+__all__ = ["admit_tools", "build_session", "load_manifest", "open_adapter", "resolve_workspace"]
 
 _log: Final = logging.getLogger("agent_server")
 _WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
@@ -121,8 +124,11 @@ async def open_adapter(config: ServerConfig, workspace: str) -> LocalWorkspace |
             _log.warning("session sandbox refused: %s (%s)", error.message, error.code)
             raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
     try:
-        # The constructor opens the directory: blocking, so in a worker thread.
-        local = await trio.to_thread.run_sync(LocalWorkspace, workspace)
+        # The constructor opens the directory: blocking, so in a worker thread. Task manifests
+        # and .git are protected on the host whatever the session's policy says (spec §5.2).
+        local = await trio.to_thread.run_sync(
+            lambda: LocalWorkspace(workspace, protected_paths=PROTECTED_HOST_PATHS)
+        )
     except LocalWorkspaceError as error:
         if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
             raise InvalidParamsError(_WORKSPACE_MISSING) from None
@@ -131,6 +137,17 @@ async def open_adapter(config: ServerConfig, workspace: str) -> LocalWorkspace |
         # The operator's explicit, unsafe opt-in: writes and commands act on the host.
         declare_isolation(local, "unsafe-host")
     return local
+
+
+def load_manifest(config: ServerConfig, workspace: str, task_id: str) -> TaskManifest:
+    """The session's manifest from the configured trusted source (blocking; spec §5.1 step 4).
+
+    Raises:
+        AcpError: ``-32602`` (``ManifestRefusedError`` from the default reader).
+    """
+    if config.load_manifest is not None:
+        return config.load_manifest(workspace, task_id)
+    return read_task_manifest(workspace, task_id, tasks_dir=config.tasks_dir, task_base=config.task_base)
 
 
 async def build_session(
@@ -143,7 +160,7 @@ async def build_session(
     """
     manifest = None
     if task_id is not None:
-        manifest = await trio.to_thread.run_sync(config.load_manifest, workspace, task_id)
+        manifest = await trio.to_thread.run_sync(load_manifest, config, workspace, task_id)
     context = ToolProviderContext(
         session_id=session_id, workspace=workspace, task_id=task_id, model=model_name
     )

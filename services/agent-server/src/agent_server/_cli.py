@@ -351,6 +351,21 @@ def _add_workspace_options(group: argparse._ArgumentGroup) -> None:  # pyright: 
         " unconfined, as this user",
     )
     group.add_argument(
+        "--tasks-dir",
+        default=None,
+        metavar="DIR",
+        help="read task manifests from DIR/<id>.yaml, a folder outside --workspace-root"
+        " (default: tasks/<id>.yaml in the workspace repository's --task-base commit)",
+    )
+    group.add_argument(
+        "--task-base",
+        default="HEAD",
+        metavar="REV",
+        help="the commit of each workspace's repository that task manifests are read from:"
+        " HEAD, a branch, a refs/ name or a commit id; the working tree's copy must match it"
+        " (default: HEAD)",
+    )
+    group.add_argument(
         "--sandbox-engine",
         choices=SANDBOX_ENGINES,
         default=None,
@@ -516,6 +531,8 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         options["context_policy"] = policy
     if arguments.resume_interrupted:
         options["resume_interrupted"] = True
+    if arguments.tasks_dir is not None:
+        options["tasks_dir"] = arguments.tasks_dir
     config = ServerConfig(
         host=arguments.host,
         port=port,
@@ -532,6 +549,7 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         retention_days=arguments.retention_days or None,
         workspace_adapter=adapter,
         tools=tools,
+        task_base=arguments.task_base,
         **options,  # pyright: ignore[reportArgumentType]
     )
     config.check_serving()

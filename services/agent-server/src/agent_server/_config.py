@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,10 +11,10 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from agent_server._auth import DEFAULT_PRINCIPAL, check_principal, check_token
-from agent_server._errors import InvalidParamsError
+from agent_server._manifests import DEFAULT_TASK_BASE
 from agent_server._protocol import utf8_size
 from harness_kernel.events import random_id
-from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
+from harness_kernel.manifest import TaskManifest
 from harness_kernel.models import FakeModel, Model, ModelAdapter
 from harness_kernel.runtime import ContextPolicy, MinimalAgentRuntime
 from harness_kernel.store import SessionStore
@@ -34,13 +33,11 @@ __all__ = [
     "WorkspaceAdapterName",
     "check_context_policy",
     "check_database_url",
-    "read_task_manifest",
 ]
 
 DEFAULT_MODEL_NAME: Final = "fake-model/v1"
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_MESSAGE_BYTES_LIMIT: Final = 16 * 1024 * 1024
-MAX_MANIFEST_BYTES: Final = 256 * 1024
 MIN_OUTBOUND_STALL_MS: Final = 10
 """A floor for tests: a shorter stall would time scheduling jitter, not a peer that stopped reading."""
 MAX_OUTBOUND_STALL_MS: Final = 600_000
@@ -82,29 +79,6 @@ def _no_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def read_task_manifest(workspace: str, task_id: str) -> TaskManifest:
-    """Read ``<workspace>/tasks/<task_id>.yaml``: a regular file, no symlink, at most 256 KiB.
-
-    Blocking; the server calls it in a worker thread.
-
-    Raises:
-        AcpError: ``-32602`` when the manifest is missing, invalid or names another id.
-    """
-    path = os.path.join(workspace, "tasks", f"{task_id}.yaml")
-    try:
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_MANIFEST_BYTES:
-            raise InvalidParamsError(f'task manifest "{task_id}" is missing or invalid')
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_MANIFEST_BYTES + 1)
-        manifest = load_task_manifest(data)
-    except (OSError, ManifestParseError):
-        raise InvalidParamsError(f'task manifest "{task_id}" is missing or invalid') from None
-    if manifest.id != task_id:
-        raise InvalidParamsError(f'task manifest id does not match "{task_id}"')
-    return manifest
 
 
 def _default_models() -> Mapping[str, ModelFactory]:
@@ -239,7 +213,9 @@ class ServerConfig:
     models: Mapping[str, ModelFactory] = field(default_factory=_default_models)
     default_model: str | None = None
     tools: ToolProvider = _no_tools
-    load_manifest: Callable[[str, str], TaskManifest] = read_task_manifest
+    tasks_dir: str | None = None
+    task_base: str = DEFAULT_TASK_BASE
+    load_manifest: Callable[[str, str], TaskManifest] | None = None
     runtime: Callable[[], MinimalAgentRuntime] = MinimalAgentRuntime
     now: Callable[[], datetime] = _utc_now
     new_id: Callable[[str], str] = random_id
@@ -310,9 +286,20 @@ class ServerConfig:
         for name, factory in self.models.items():
             if type(name) is not str or not callable(factory):
                 raise ValueError("models must map names to callables")
-        for name in ("tools", "load_manifest", "runtime", "now", "new_id"):
+        for name in ("tools", "runtime", "now", "new_id"):
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be callable")
+        self._check_manifest_source()
+
+    def _check_manifest_source(self) -> None:
+        if self.load_manifest is not None and not callable(self.load_manifest):
+            raise ValueError("load_manifest must be callable or None")
+        _check_optional_str(self.tasks_dir, "tasks_dir")
+        if self.tasks_dir == "":
+            raise ValueError("tasks_dir must be a non-empty str or None")
+        task_base = self.task_base
+        if type(task_base) is not str or not task_base or task_base.startswith("-") or "\x00" in task_base:
+            raise ValueError("task_base must be a revision: HEAD, a branch, a refs/ name or a commit id")
 
     def _check_conversations(self) -> None:
         if type(self.resume_interrupted) is not bool:
@@ -380,4 +367,12 @@ class ServerConfig:
         root = os.path.realpath(self.workspace_root)
         if not os.path.isdir(root):
             raise ValueError(f"workspace root {self.workspace_root} must be an existing directory")
+        if self.tasks_dir is not None:
+            tasks = os.path.realpath(self.tasks_dir)
+            if not os.path.isdir(tasks):
+                raise ValueError(f"tasks_dir {self.tasks_dir} must be an existing directory")
+            if os.path.commonpath((root, tasks)) == root:
+                raise ValueError(
+                    f"tasks_dir {self.tasks_dir} must lie outside the workspace root, where no session writes"
+                )
         return root

@@ -14,6 +14,7 @@ __all__ = [
     "AcpError",
     "InvalidParamsError",
     "InvalidRequestError",
+    "ManifestRefusedError",
     "MethodNotFoundError",
     "NoRunningTurnError",
     "NotInitializedError",
@@ -105,6 +106,25 @@ class InvalidParamsError(_AcpFailure):
     """``-32602``: params, workspace, model, manifest, admission or restore cursor refused."""
 
     CODE, DATA_CODE, DEFAULT_MESSAGE = -32602, "ACP_INVALID_PARAMS", "invalid params"
+
+
+class ManifestRefusedError(InvalidParamsError):
+    """``-32602``: the task manifest cannot be trusted or read; ``reason`` says why.
+
+    ``reason`` is a stable ``MANIFEST_*`` code, and the message starts with it:
+    ``MANIFEST_MISSING``, ``MANIFEST_INVALID``, ``MANIFEST_ID_MISMATCH``,
+    ``MANIFEST_NOT_COMMITTED`` (it exists only in the working tree), ``MANIFEST_MODIFIED``
+    (the working tree's copy differs from the trusted base's, or is gone) and
+    ``MANIFEST_BASE_UNAVAILABLE`` (the base commit cannot be read).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.detail = message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (ManifestRefusedError, (self.reason, self.detail))
 
 
 class ProtocolVersionError(_AcpFailure):

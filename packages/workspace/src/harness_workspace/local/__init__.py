@@ -22,6 +22,7 @@ from harness_workspace.local._adapter import (
     LocalWorkspace,
     ResolverChoice,
 )
+from harness_workspace.local._committed import read_committed_file
 from harness_workspace.local._errors import (
     LOCAL_WORKSPACE_ERROR_CODES,
     WORKSPACE_COMMAND_ABORTED,
@@ -43,7 +44,9 @@ from harness_workspace.local._errors import (
     WORKSPACE_OUTPUT_TOO_LARGE,
     WORKSPACE_PATH_ESCAPES_ROOT,
     WORKSPACE_PATH_INVALID,
+    WORKSPACE_PATH_PROTECTED,
     WORKSPACE_PATH_TOO_LONG,
+    WORKSPACE_PROTECTED_PATH_CHANGED,
     WORKSPACE_SYMLINK_REFUSED,
     WORKSPACE_TIMEOUT_TOO_LARGE,
     WORKSPACE_TOO_LARGE,
@@ -51,11 +54,13 @@ from harness_workspace.local._errors import (
 )
 from harness_workspace.local._output import HeadTailOutput
 from harness_workspace.local._process import OutputSink, ProcessLimits, SupervisedExit, supervise_process
+from harness_workspace.local._protected import PROTECTED_HOST_PATHS
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_LIST_ENTRIES",
     "LOCAL_WORKSPACE_ERROR_CODES",
+    "PROTECTED_HOST_PATHS",
     "WORKSPACE_COMMAND_ABORTED",
     "WORKSPACE_COMMAND_FAILED_TO_START",
     "WORKSPACE_COMMAND_NOT_FOUND",
@@ -75,7 +80,9 @@ __all__ = [
     "WORKSPACE_OUTPUT_TOO_LARGE",
     "WORKSPACE_PATH_ESCAPES_ROOT",
     "WORKSPACE_PATH_INVALID",
+    "WORKSPACE_PATH_PROTECTED",
     "WORKSPACE_PATH_TOO_LONG",
+    "WORKSPACE_PROTECTED_PATH_CHANGED",
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
@@ -86,5 +93,6 @@ __all__ = [
     "ProcessLimits",
     "ResolverChoice",
     "SupervisedExit",
+    "read_committed_file",
     "supervise_process",
 ]

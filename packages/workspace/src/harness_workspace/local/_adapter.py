@@ -8,7 +8,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Final, Literal, TypeVar
 
 import trio
@@ -37,6 +37,7 @@ from harness_workspace.local._paths import (
     refuse_non_regular,
 )
 from harness_workspace.local._process import ProcessLimits, run_command, scrubbed_environment
+from harness_workspace.local._protected import ProtectedPaths, guarded_execution
 
 __all__ = ["DEFAULT_MAX_FILE_BYTES", "DEFAULT_MAX_LIST_ENTRIES", "LocalWorkspace", "ResolverChoice"]
 
@@ -95,6 +96,12 @@ class LocalWorkspace:
     extensions) are refused. They are bounded by ``process_limits.default_timeout_ms``
     and fixed size limits, and :meth:`dispose` stops them.
 
+    ``protected_paths`` names paths no operation may change (``PROTECTED_HOST_PATHS``:
+    ``tasks`` and every ``.git``): ``write_file`` refuses them with
+    ``WORKSPACE_PATH_PROTECTED``, and what a command changes there is put back after it and
+    reported with ``WORKSPACE_PROTECTED_PATH_CHANGED`` (see
+    :mod:`harness_workspace.local._protected` for the exact set kept inside ``.git``).
+
     What it does not guarantee: ``execute`` runs programs with the user's full authority
     (this is not a sandbox), and a hard link made outside the adapter from a file inside
     the root to one outside is read like any file (also by ``diff``).
@@ -109,6 +116,8 @@ class LocalWorkspace:
             their deadline (and ``diff`` its largest patch) from them too.
         environment: Extra variables for commands, added to a scrubbed environment.
         resolver: ``"auto"``, or force ``"openat2"`` or ``"walk"`` (for tests).
+        protected_paths: Names protected at the root (``"tasks"``) or at any depth
+            (``"**/.git"``); none by default.
 
     Raises:
         LocalWorkspaceError: The root cannot be opened as a directory.
@@ -125,7 +134,9 @@ class LocalWorkspace:
         process_limits: ProcessLimits | None = None,
         environment: Mapping[str, str] | None = None,
         resolver: ResolverChoice = "auto",
+        protected_paths: Iterable[str] = (),
     ) -> None:
+        self._protected = ProtectedPaths(protected_paths)
         if resolver not in ("auto", "openat2", "walk"):
             raise ValueError(f"resolver must be 'auto', 'openat2' or 'walk', got {resolver!r}")
         self._max_file_bytes = _positive("max_file_bytes", max_file_bytes)
@@ -331,6 +342,7 @@ class LocalWorkspace:
                 the path codes. On any failure no temporary file is left behind.
         """
         components = parse_path(path, "write_file", allow_root=False)
+        self._protected.refuse_write(path, components)
         if len(contents) > self._max_file_bytes:
             self._too_large(path, "write_file")
         try:
@@ -475,6 +487,9 @@ class LocalWorkspace:
             finally:
                 os.close(cwd_fd)
 
+        protected = self._protected
+        if protected:
+            return await self._with_processes("execute", lambda fd: guarded_execution(fd, protected, run))
         return await self._with_processes("execute", run)
 
     async def resolve_directory(self, path: str, operation: str = "execute") -> str:

@@ -59,7 +59,7 @@ from harness_workspace.local._git.worktree import (
     walk_work_tree,
 )
 
-__all__ = ["git_diff", "git_snapshot"]
+__all__ = ["Repository", "git_diff", "git_snapshot"]
 
 _REFUSED_LAYOUTS: Final = (
     (("objects", "info", "alternates"), "objects/info/alternates would read objects elsewhere"),
@@ -81,7 +81,7 @@ def git_diff(root_fd: int, budget: Budget, *, max_output_bytes: int) -> str:
             ``WORKSPACE_SYMLINK_REFUSED``, ``WORKSPACE_PATH_ESCAPES_ROOT``, ``WORKSPACE_IO_FAILED``
             or ``WORKSPACE_DISPOSED``.
     """
-    with _Repository(root_fd, budget) as repository:
+    with Repository(root_fd, budget) as repository:
         _, _, head = repository.head()
         work = walk_work_tree(root_fd, head, repository.exclude(), repository.object_format, budget)
         patch = _Patch(budget, max_output_bytes)
@@ -102,7 +102,7 @@ def git_snapshot(root_fd: int, budget: Budget) -> WorkspaceSnapshot:
     Raises:
         LocalWorkspaceError: as :func:`git_diff`, except ``WORKSPACE_OUTPUT_TOO_LARGE``.
     """
-    with _Repository(root_fd, budget) as repository:
+    with Repository(root_fd, budget) as repository:
         commit, base, head = repository.head()
         work = walk_work_tree(root_fd, head, repository.exclude(), repository.object_format, budget)
         tree = tree_id(work, repository.object_format, budget).hex()
@@ -139,7 +139,7 @@ class _Patch:
         return b"".join(self._parts).decode("utf-8", "replace")
 
 
-class _Repository:
+class Repository:
     """The root's repository, opened and checked; a context manager closing its descriptors."""
 
     __slots__ = ("_budget", "_git", "_store", "object_format")
@@ -154,8 +154,18 @@ class _Repository:
             self._git.close()
             raise
 
-    def __enter__(self) -> _Repository:
+    def __enter__(self) -> Repository:
         return self
+
+    @property
+    def git(self) -> GitDirectory:
+        """The ``.git`` folder, read through descriptors."""
+        return self._git
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store."""
+        return self._store
 
     def __exit__(self, *_: object) -> None:
         self._store.close()

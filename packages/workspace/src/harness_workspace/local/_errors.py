@@ -33,7 +33,9 @@ __all__ = [
     "WORKSPACE_OUTPUT_TOO_LARGE",
     "WORKSPACE_PATH_ESCAPES_ROOT",
     "WORKSPACE_PATH_INVALID",
+    "WORKSPACE_PATH_PROTECTED",
     "WORKSPACE_PATH_TOO_LONG",
+    "WORKSPACE_PROTECTED_PATH_CHANGED",
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
@@ -76,6 +78,10 @@ WORKSPACE_TIMEOUT_TOO_LARGE: Final = "WORKSPACE_TIMEOUT_TOO_LARGE"
 """The requested ``timeout_ms`` exceeds the configured maximum."""
 WORKSPACE_OUTPUT_TOO_LARGE: Final = "WORKSPACE_OUTPUT_TOO_LARGE"
 """A command's (or git's) output exceeded its byte cap where truncation is not acceptable."""
+WORKSPACE_PATH_PROTECTED: Final = "WORKSPACE_PATH_PROTECTED"
+"""``write_file`` named a protected path (``protected_paths``); nothing was written."""
+WORKSPACE_PROTECTED_PATH_CHANGED: Final = "WORKSPACE_PROTECTED_PATH_CHANGED"
+"""A command changed protected paths; they were put back as they were before it ran."""
 WORKSPACE_GIT_UNAVAILABLE: Final = "WORKSPACE_GIT_UNAVAILABLE"
 """No longer raised: ``diff`` and ``snapshot`` read the repository without a git program.
 
@@ -120,6 +126,8 @@ LOCAL_WORKSPACE_ERROR_CODES: Final[frozenset[str]] = frozenset(
         WORKSPACE_GIT_UNSUPPORTED,
         WORKSPACE_GIT_TOO_LARGE,
         WORKSPACE_NOT_A_REPOSITORY,
+        WORKSPACE_PATH_PROTECTED,
+        WORKSPACE_PROTECTED_PATH_CHANGED,
     }
 )
 """Every code a :class:`LocalWorkspaceError` may carry."""

@@ -14,7 +14,7 @@ from typing import Final
 from harness_workspace.local._git.bounds import Budget
 from harness_workspace.local._git.files import GitDirectory
 
-__all__ = ["head_commit_id"]
+__all__ = ["head_commit_id", "ref_object_id"]
 
 _MAX_SYMREF_DEPTH: Final = 5
 _FORBIDDEN: Final = frozenset(b" ~^:?*[\\\x7f") | frozenset(range(32))
@@ -37,6 +37,17 @@ def head_commit_id(git: GitDirectory, hash_size: int, budget: Budget) -> bytes |
         if object_id is None:
             budget.not_a_repository(".git/HEAD is neither a ref nor an object id")
         return object_id
+    return ref_object_id(git, target, hash_size, budget)
+
+
+def ref_object_id(git: GitDirectory, name: bytes, hash_size: int, budget: Budget) -> bytes | None:
+    """Return the object id the ref ``name`` (``refs/…``) resolves to, or ``None`` when it does not exist.
+
+    Raises:
+        LocalWorkspaceError: ``WORKSPACE_GIT_FAILED`` for an invalid or malformed ref or a symref loop.
+    """
+    cap = budget.limits.max_metadata_bytes
+    target = name
     packed: dict[bytes, bytes] | None = None
     for _ in range(_MAX_SYMREF_DEPTH):
         if not _valid_ref_name(target):
@@ -53,7 +64,9 @@ def head_commit_id(git: GitDirectory, hash_size: int, budget: Budget) -> bytes |
                 budget.fail(f"ref {target.decode('utf-8', 'replace')} is malformed")
             return object_id
         target = next_target
-    raise budget.failure("HEAD is a chain of symbolic refs that is too long (or a loop)")
+    raise budget.failure(
+        f"{name.decode('utf-8', 'replace')} is a chain of symbolic refs that is too long (or a loop)"
+    )
 
 
 def _symbolic_target(content: bytes) -> bytes | None:
