@@ -45,7 +45,7 @@ __all__ = [
 DEFAULT_DENY: Final[tuple[str, ...]] = CREDENTIAL_PATTERNS
 """Paths never copied into a sandbox: ``harness_workspace.credentials.CREDENTIAL_PATTERNS``."""
 MAX_COPY_DEPTH: Final = 128
-"""The deepest directory level copied (the root's entries are level 0); deeper refuses the copy."""
+"""The most directories nested in a source tree copied; a deeper tree refuses the copy."""
 sanitize_git_config = scrub_git_config
 """The scrubber ``.git/config`` is copied through (``harness_workspace.credentials.scrub_git_config``)."""
 

@@ -14,7 +14,7 @@ below it), ``.config/gcloud`` that pair of directories anywhere.
 
 **``.git/config``** is not withheld (the repository's format lives there) but returned
 scrubbed by :func:`scrub_git_config`: ``[credential…]`` sections go, so do variables whose
-name says they hold a secret (``extraHeader``, ``*token*``, ``*password*``, ``*secret*``),
+name says they hold a secret (``extraHeader``, ``*token*``, ``*pass*``, ``*secret*``),
 and the user information of every URL on every line, section names included
 (``[url "https://tok:SECRET@host/"]`` becomes ``[url "https://host/"]``).
 """
@@ -85,7 +85,7 @@ GIT_CONFIG_PATH: Final = ".git/config"
 _SECTION: Final = re.compile(r'^\s*\[\s*([^\]\s"]*)[^\]]*\]?')
 # A variable whose name says it carries a secret (the line is dropped).
 _SECRET_VARIABLE: Final = re.compile(
-    r"^\s*[a-z0-9-]*(?:extraheader|token|password|passwd|secret|authorization|cookie)[a-z0-9-]*\s*(?:=|$)",
+    r"^\s*[a-z0-9-]*(?:extraheader|token|pass|secret|authorization|cookie)[a-z0-9-]*\s*(?:=|$)",
     re.IGNORECASE,
 )
 # The user information of a URL: everything from "scheme://" to the last "@" before the host ends.
@@ -113,7 +113,7 @@ def scrub_git_config(text: str) -> str:
     """``text`` (a git configuration) without credentials.
 
     Removed: ``[credential…]`` sections (every spelling), variables named like a secret
-    (``extraHeader``, ``*token*``, ``*password*``, ``*secret*``, ``*authorization*``,
+    (``extraHeader``, ``*token*``, ``*pass*``, ``*secret*``, ``*authorization*``,
     ``*cookie*``), and the user information of every URL on every line, section headers
     included. A value continued with a trailing backslash is joined first, so a URL split
     over lines is scrubbed whole.
