@@ -13,7 +13,7 @@ import pytest
 from sandbox_helpers import HostTestEngine, git_repository
 
 from harness_sandbox import DEFAULT_DENY, SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
-from harness_sandbox._copy import MAX_COPY_DEPTH, copy_tree, remove_tree
+from harness_sandbox._copy import MAX_COPY_DEPTH, copy_tree, remove_tree, tree_bytes
 from harness_workspace.credentials import CREDENTIAL_PATTERNS
 
 SECRET = "FAKE-SECRET-0123456789"
@@ -92,7 +92,9 @@ def _deep_tree(root: Path, depth: int) -> None:
             child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = child
-        os.close(os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        leaf = os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(leaf, b"12345")
+        os.close(leaf)
     finally:
         os.close(fd)
 
@@ -106,6 +108,8 @@ def test_a_tree_too_deep_is_a_typed_error_and_nothing_is_left(tmp_path: Path, de
     assert refused.value.code == SANDBOX_SOURCE_INVALID
     assert f"deeper than {MAX_COPY_DEPTH} directories" in str(refused.value)
     assert not (tmp_path / "copy").exists()
+    # Measuring and removing a tree (one a sandbox made, say) has no depth limit.
+    assert tree_bytes(str(source)) == 5
     remove_tree(str(source))
     assert not source.exists()
 

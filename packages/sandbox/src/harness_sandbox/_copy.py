@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -245,29 +246,34 @@ class _Copier:
 
 
 def tree_bytes(path: str) -> int:
-    """Bytes held by the regular files below ``path`` (links not followed); 0 if it is gone."""
+    """Bytes held by the regular files below ``path`` (links not followed); 0 if it is gone.
+
+    Walked like :func:`remove_tree` (one descriptor, no recursion), so any depth is counted.
+    """
     total = 0
-    stack = [path]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_size
-        except OSError as error:
-            if error.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EACCES):
-                raise
+
+    def count(dir_fd: int) -> list[str]:
+        nonlocal total
+        directories: list[str] = []
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    directories.append(entry.name)
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+        return directories
+
+    tolerated = (errno.ENOENT, errno.ENOTDIR, errno.EACCES)
+    try:
+        _walk_down(path, count, None, skip=tolerated)
+    except OSError as error:
+        if error.errno not in tolerated:
+            raise
     return total
 
 
 def remove_tree(path: str) -> None:
     """Remove ``path`` and everything below it, never following a link; a missing path is fine.
-
-    The walk holds one directory open at a time and climbs back through ``..``, checking it
-    is the directory it came from, so neither the recursion limit nor the descriptor limit
-    nor ``PATH_MAX`` bounds the depth it can remove (a sandbox may nest thousands deep).
 
     Raises:
         OSError: An entry could not be removed, or a directory moved while it was removed.
@@ -281,20 +287,46 @@ def remove_tree(path: str) -> None:
         return
     # Directories the sandbox made read-only still have to go.
     os.chmod(path, 0o700)
+    _walk_down(path, _remove_files, lambda parent_fd, name: os.rmdir(name, dir_fd=parent_fd))
+    os.rmdir(path)
+
+
+def _walk_down(
+    path: str,
+    enter: Callable[[int], list[str]],
+    leave: Callable[[int, str], None] | None,
+    *,
+    skip: tuple[int, ...] = (),
+) -> None:
+    """Walk the directories below ``path`` depth first, holding one descriptor.
+
+    ``enter(fd)`` names the subdirectories of ``fd`` to visit; ``leave(parent_fd, name)`` runs
+    once a subdirectory is done. A subdirectory that cannot be opened with an errno in
+    ``skip`` is passed over. The walk climbs back through ``..`` and checks it is the
+    directory it came from, so neither the recursion limit, the descriptor limit nor
+    ``PATH_MAX`` bounds the depth (a sandbox may nest thousands deep). No link is followed.
+
+    Raises:
+        OSError: A directory could not be opened, or one moved during the walk (``ESTALE``).
+    """
     fd = os.open(path, _DIR_FLAGS)
     try:
         # Per directory on the way down: its identity, its name in its parent, the
-        # subdirectories still to remove.
-        frames = [(_identity(fd), "", _remove_files(fd))]
+        # subdirectories still to visit.
+        frames = [(_identity(fd), "", enter(fd))]
         while frames:
             _, name, pending = frames[-1]
             if pending:
                 child = pending.pop()
-                os.chmod(child, 0o700, dir_fd=fd)
-                child_fd = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                try:
+                    child_fd = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                except OSError as error:
+                    if error.errno not in skip:
+                        raise
+                    continue
                 os.close(fd)
                 fd = child_fd
-                frames.append((_identity(fd), child, _remove_files(fd)))
+                frames.append((_identity(fd), child, enter(fd)))
                 continue
             frames.pop()
             if not frames:
@@ -303,11 +335,11 @@ def remove_tree(path: str) -> None:
             os.close(fd)
             fd = parent_fd
             if _identity(fd) != frames[-1][0]:
-                raise OSError(errno.ESTALE, f"a directory moved while {path!r} was being removed")
-            os.rmdir(name, dir_fd=fd)
+                raise OSError(errno.ESTALE, f"a directory moved while {path!r} was walked")
+            if leave is not None:
+                leave(fd, name)
     finally:
         os.close(fd)
-    os.rmdir(path)
 
 
 def _identity(fd: int) -> tuple[int, int]:
@@ -320,6 +352,9 @@ def _remove_files(dir_fd: int) -> list[str]:
     with os.scandir(dir_fd) as entries:
         found = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
     for name, is_directory in found:
-        if not is_directory:
+        if is_directory:
+            # Directories the sandbox made read-only still have to go.
+            os.chmod(name, 0o700, dir_fd=dir_fd)
+        else:
             os.unlink(name, dir_fd=dir_fd)
     return [name for name, is_directory in found if is_directory]
