@@ -94,6 +94,17 @@ def test_any_letter_case_of_a_credential_path_is_withheld(path: str, data: st.Da
 _SOURCE_NAME = st.from_regex(r"[a-z][a-z0-9]{0,10}\.(py|md|txt|toml)", fullmatch=True)
 
 
+@given(st.sampled_from(CREDENTIAL_PATTERNS), st.data())
+def test_every_pattern_matches_its_instances_in_any_case_and_place(pattern: str, data: st.DataObject) -> None:
+    filler = st.from_regex(r"[A-Za-z0-9_-]{0,6}", fullmatch=True)
+    instance = "".join(data.draw(filler) if char == "*" else char for char in pattern)
+    flips = data.draw(st.lists(st.booleans(), min_size=len(instance), max_size=len(instance)))
+    varied = "".join(char.swapcase() if flip else char for char, flip in zip(instance, flips, strict=True))
+    above = data.draw(st.lists(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), max_size=3))
+    below = data.draw(st.lists(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), max_size=2))
+    assert is_credential_path("/".join([*above, varied, *below]))
+
+
 @given(st.lists(_SOURCE_NAME, min_size=1, max_size=5))
 def test_plain_source_names_are_never_withheld(parts: list[str]) -> None:
     assert not is_credential_path("/".join(parts))
