@@ -128,7 +128,7 @@ def test_every_public_name_is_importable() -> None:
         assert hasattr(harness_workspace, name), name
 
 
-PUBLIC_SUBMODULES = {"conformance", "local"}
+PUBLIC_SUBMODULES = {"conformance", "credentials", "local"}
 """Public modules that become package attributes once imported (not listed in ``__all__``)."""
 
 
@@ -214,6 +214,7 @@ LOCAL_EXPECTED_NAMES = {
     "WORKSPACE_PATH_PROTECTED",
     "WORKSPACE_PATH_TOO_LONG",
     "WORKSPACE_PROTECTED_PATH_CHANGED",
+    "WORKSPACE_SECRET_WITHHELD",
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
@@ -259,7 +260,30 @@ def test_local_module_lists_exactly_its_public_names() -> None:
         "(root: 'str | os.PathLike[str]', *, max_file_bytes: 'int' = 4194304, "
         "max_list_entries: 'int' = 10000, process_limits: 'ProcessLimits | None' = None, "
         "environment: 'Mapping[str, str] | None' = None, resolver: 'ResolverChoice' = 'auto', "
-        "protected_paths: 'Iterable[str]' = ()) -> 'None'"
+        "protected_paths: 'Iterable[str]' = (), withhold_credentials: 'bool' = True) -> 'None'"
     )
     for name, expected in PROTOCOL_METHODS.items():
         assert str(inspect.signature(getattr(local.LocalWorkspace, name))) == expected, name
+
+
+CREDENTIALS_EXPECTED_SIGNATURES = {
+    "is_credential_path": "(path: 'str', patterns: 'Sequence[str]' = CREDENTIAL_PATTERNS) -> 'bool'",
+    "is_git_config_path": "(path: 'str') -> 'bool'",
+    "scrub_git_config": "(text: 'str') -> 'str'",
+}
+
+
+def test_credentials_module_lists_exactly_its_public_names() -> None:
+    from harness_workspace import credentials  # noqa: PLC0415  # a public submodule
+
+    assert set(credentials.__all__) == {
+        "CREDENTIAL_PATTERNS",
+        "GIT_CONFIG_PATH",
+        *CREDENTIALS_EXPECTED_SIGNATURES,
+    }
+    assert credentials.GIT_CONFIG_PATH == ".git/config"
+    assert type(credentials.CREDENTIAL_PATTERNS) is tuple
+    for name, expected in CREDENTIALS_EXPECTED_SIGNATURES.items():
+        rendered = str(inspect.signature(getattr(credentials, name)))
+        rendered = rendered.replace(repr(credentials.CREDENTIAL_PATTERNS), "CREDENTIAL_PATTERNS")
+        assert rendered == expected, name

@@ -136,7 +136,8 @@ class SandboxWorkspace:
             source: The source tree (a git checkout or a folder); it is never written.
             engine: The engine; when it cannot run, creation fails (no fallback).
             limits: The workspace's limits (defaults: :class:`SandboxLimits`).
-            deny: Base-name patterns never copied (credentials).
+            deny: Path patterns never copied (``harness_workspace.credentials`` syntax; the
+                shared credential deny list by default).
             denied: ``"skip"`` a denied name (reported by :attr:`skipped`) or ``"refuse"`` the copy.
             parent: Where the copy's directory is made (the system temporary directory by default).
             retain: Keep the copy after :meth:`dispose` (the environment is removed anyway; a
@@ -171,7 +172,13 @@ class SandboxWorkspace:
         )
         local: LocalWorkspace | None = None
         try:
-            local = LocalWorkspace(copy.path, max_file_bytes=min(chosen.file_bytes, 64 * 1024 * 1024))
+            # The copy holds none of the host's credentials (left out, .git/config scrubbed), and
+            # what the sandbox writes is its own, readable by its commands anyway: nothing to withhold.
+            local = LocalWorkspace(
+                copy.path,
+                max_file_bytes=min(chosen.file_bytes, 64 * 1024 * 1024),
+                withhold_credentials=False,
+            )
             spec = EnvironmentSpec(
                 name=f"harness-sbx-{secrets.token_hex(8)}",
                 copy_path=copy.path,
@@ -450,7 +457,7 @@ def _remove_copy(copy: _Copy, *, keep: bool) -> None:
 
 
 def _without_paths(patch: str, paths: frozenset[str]) -> str:
-    """``patch`` without the file sections whose old or new path is one of ``paths``."""
+    """``patch`` without the file sections whose old or new path is one of ``paths`` or below one."""
     if not paths or not patch:
         return patch
     kept: list[str] = []
@@ -458,10 +465,16 @@ def _without_paths(patch: str, paths: frozenset[str]) -> str:
     for line in patch.splitlines(keepends=True):
         if line.startswith("diff --git "):
             names = line[len("diff --git ") :].rstrip("\n").split(" ")
-            keep = not any(name[2:] in paths for name in names if name[:2] in ("a/", "b/"))
+            keep = not any(_under(name[2:], paths) for name in names if name[:2] in ("a/", "b/"))
         if keep:
             kept.append(line)
     return "".join(kept)
+
+
+def _under(path: str, paths: frozenset[str]) -> bool:
+    """Whether ``path`` is one of ``paths`` or lies below one (a skipped directory)."""
+    parts = path.split("/")
+    return any("/".join(parts[:end]) in paths for end in range(1, len(parts) + 1))
 
 
 def _aborted(reason: object) -> LocalWorkspaceError:

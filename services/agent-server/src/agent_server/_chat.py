@@ -39,6 +39,7 @@ from agent_server.client import (
     JsonObject,
     connect,
 )
+from harness_workspace.credentials import is_credential_path
 
 __all__ = ["PermissionRules", "run_chat"]
 
@@ -47,6 +48,8 @@ _ASK: Final = "allow? [y/N/a(lways for this run)] "
 _RESTORE_PAGE: Final = 1000
 _INTERRUPTED: Final = 130
 _SESSION_FINISHED: Final = -32011
+# Actions whose subject is a workspace path: one on the credential deny list is never auto-approved.
+_PATH_ACTIONS: Final = frozenset({"fs.read", "fs.list", "fs.write"})
 
 
 @dataclass
@@ -57,19 +60,28 @@ class PermissionRules:
     rest of this chat run. ``harness/acp/1`` has no "always" decision (``permission/respond``
     takes ``allow`` or ``deny`` for one ``permissionId``), so the server still asks each time
     and every request is answered, and recorded, on its own; only the asking is skipped.
+    No rule allows a path action on a name of the credential deny list
+    (``harness_workspace.credentials``): that is asked, or denied when nobody can answer.
     """
 
     yes_to: frozenset[str]
     always: set[str] = field(default_factory=set[str])
 
-    def rule_for(self, action: str) -> str | None:
-        """The rule that allows ``action`` (``"--yes-to read"``, ``"always fs.read"``), else ``None``."""
+    def rule_for(self, action: str, subject: object = None) -> str | None:
+        """The rule allowing ``action`` on ``subject`` (``"--yes-to read"``, ``"always fs.read"``) or None."""
+        if withheld_subject(action, subject):
+            return None
         if "all" in self.yes_to:
             return "--yes-to all"
         for name in sorted(self.yes_to):
             if action in ACTION_CLASSES.get(name, frozenset()):
                 return f"--yes-to {name}"
         return f"always {action}" if action in self.always else None
+
+
+def withheld_subject(action: str, subject: object) -> bool:
+    """Whether ``subject`` is a path on the credential deny list that ``action`` would touch."""
+    return action in _PATH_ACTIONS and isinstance(subject, str) and is_credential_path(subject)
 
 
 class _PendingLine:
@@ -283,9 +295,14 @@ class Chat:
         subject = data.get("subject")
         asked = terminal_safe(action + ("" if subject is None else f" {subject}"))
         self._view.line(self._style.warn(f"  ? {asked}"))
-        rule = self._rules.rule_for(action)
+        rule = self._rules.rule_for(action, subject)
         if rule is not None:
             decision, note = "allow", f"allowed by chat's {rule}"
+        elif not self._interactive and withheld_subject(action, subject):
+            decision, note = "deny", "denied by chat: a credential file is never allowed without asking"
+            print(
+                f"agent-server chat: denied {asked}: a credential file is never auto-approved", file=self._err
+            )
         elif not self._interactive:
             decision, note = "deny", "denied by chat: stdin is not a terminal and no --yes-to rule allows it"
             print(f"agent-server chat: denied {asked}: no --yes-to rule allows {action}", file=self._err)

@@ -14,6 +14,7 @@ from typing import Final, Literal, TypeVar
 import trio
 
 from harness_workspace._types import CommandRequest, CommandResult, WorkspaceSnapshot
+from harness_workspace.credentials import is_credential_path, is_git_config_path, scrub_git_config
 from harness_workspace.local._diff import git_diff, git_snapshot
 from harness_workspace.local._errors import (
     WORKSPACE_DISPOSED,
@@ -21,6 +22,7 @@ from harness_workspace.local._errors import (
     WORKSPACE_LINKED_FILE,
     WORKSPACE_LIST_TOO_LARGE,
     WORKSPACE_NOT_A_FILE,
+    WORKSPACE_SECRET_WITHHELD,
     WORKSPACE_SYMLINK_REFUSED,
     WORKSPACE_TOO_LARGE,
     LocalWorkspaceError,
@@ -101,6 +103,13 @@ class LocalWorkspace:
     ``WORKSPACE_PATH_PROTECTED``, and what a command changes there is put back after it and
     reported with ``WORKSPACE_PROTECTED_PATH_CHANGED`` (see
     :mod:`harness_workspace.local._protected` for the exact set kept inside ``.git``).
+    Credentials are withheld (``withhold_credentials``, on by default): ``read_file`` of a
+    path on the deny list of :mod:`harness_workspace.credentials` (``.env``, ``*.pem``,
+    ``.ssh/…``, ``.aws/…``, case-insensitively) raises ``WORKSPACE_SECRET_WITHHELD`` before
+    anything is opened; ``.git/config`` is returned without credentials; ``diff`` shows such a
+    file's change (its name and modes) with a ``Content withheld`` line instead of its
+    content and object ids. ``list_files`` still lists the names: they are present, only their
+    content is withheld.
 
     What it does not guarantee: ``execute`` runs programs with the user's full authority
     (this is not a sandbox), and a hard link made outside the adapter from a file inside
@@ -118,6 +127,9 @@ class LocalWorkspace:
         resolver: ``"auto"``, or force ``"openat2"`` or ``"walk"`` (for tests).
         protected_paths: Names protected at the root (``"tasks"``) or at any depth
             (``"**/.git"``); none by default.
+        withhold_credentials: Withhold credential files and scrub ``.git/config`` (the
+            default); ``False`` is the operator's opt-out, for a root that holds no host
+            secrets (a sandbox's copy, whose commands could read every file anyway).
 
     Raises:
         LocalWorkspaceError: The root cannot be opened as a directory.
@@ -135,6 +147,7 @@ class LocalWorkspace:
         environment: Mapping[str, str] | None = None,
         resolver: ResolverChoice = "auto",
         protected_paths: Iterable[str] = (),
+        withhold_credentials: bool = True,
     ) -> None:
         self._protected = ProtectedPaths(protected_paths)
         if resolver not in ("auto", "openat2", "walk"):
@@ -143,6 +156,9 @@ class LocalWorkspace:
         self._max_list_entries = _positive("max_list_entries", max_list_entries)
         self._process_limits = process_limits if process_limits is not None else ProcessLimits()
         self._environment = dict(environment) if environment is not None else None
+        if type(withhold_credentials) is not bool:
+            raise ValueError(f"withhold_credentials must be a bool, got {withhold_credentials!r}")
+        self._withhold = withhold_credentials
         root_path = os.fspath(root)
         try:
             root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -283,19 +299,31 @@ class LocalWorkspace:
     async def read_file(self, path: str) -> str:
         """Return the UTF-8 text of the regular file at ``path``.
 
+        A credential path is refused and ``.git/config`` comes back scrubbed, unless the
+        workspace was made with ``withhold_credentials=False``.
+
         Raises:
-            LocalWorkspaceError: ``WORKSPACE_TOO_LARGE`` past the byte cap (enforced while
-                reading), ``WORKSPACE_INVALID_UTF8``, ``WORKSPACE_NOT_A_FILE`` for a
-                directory, FIFO, device or socket, and the path codes.
+            LocalWorkspaceError: ``WORKSPACE_SECRET_WITHHELD`` for a path on the credential
+                deny list (nothing is opened), ``WORKSPACE_TOO_LARGE`` past the byte cap
+                (enforced while reading), ``WORKSPACE_INVALID_UTF8``, ``WORKSPACE_NOT_A_FILE``
+                for a directory, FIFO, device or socket, and the path codes.
         """
         components = parse_path(path, "read_file", allow_root=False)
+        canonical = join_components(components)
+        if self._withhold and is_credential_path(canonical):
+            raise LocalWorkspaceError(
+                WORKSPACE_SECRET_WITHHELD,
+                f"read_file {path!r}: withheld, the name is on the credential deny list",
+                "read_file",
+            )
         data = await self._in_thread("read_file", lambda root_fd: self._read_bytes(root_fd, path, components))
         try:
-            return data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as error:
             raise LocalWorkspaceError(
                 WORKSPACE_INVALID_UTF8, f"read_file {path!r}: file is not valid UTF-8", "read_file"
             ) from error
+        return scrub_git_config(text) if self._withhold and is_git_config_path(canonical) else text
 
     def _read_bytes(self, root_fd: int, path: str, components: Components) -> bytes:
         cap = self._max_file_bytes
@@ -537,7 +565,8 @@ class LocalWorkspace:
         run. The root's ``.git`` must be a real folder; symlinks inside it, ``commondir``
         and alternates are refused. The work is bounded by the process limits'
         ``default_timeout_ms`` and ``max_output_bytes`` (a longer patch is an error, never
-        cut), and :meth:`dispose` stops it.
+        cut), and :meth:`dispose` stops it. A changed credential file is shown by name and
+        modes with a ``Content withheld`` line (unless ``withhold_credentials=False``).
 
         Raises:
             LocalWorkspaceError: ``WORKSPACE_NOT_A_REPOSITORY``, ``WORKSPACE_GIT_UNSUPPORTED``,
@@ -549,7 +578,9 @@ class LocalWorkspace:
         cap = self._process_limits.max_output_bytes
         return await self._in_stoppable_thread(
             "diff",
-            lambda root_fd, stop: git_diff(root_fd, self._budget("diff", stop), max_output_bytes=cap),
+            lambda root_fd, stop: git_diff(
+                root_fd, self._budget("diff", stop), max_output_bytes=cap, withhold=self._withhold
+            ),
         )
 
     async def snapshot(self) -> WorkspaceSnapshot:

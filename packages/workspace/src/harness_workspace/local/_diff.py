@@ -43,13 +43,14 @@ from typing import Final
 # The same created_at form as MemoryWorkspace's snapshots: ISO 8601, microseconds, "Z".
 from harness_workspace._memory import utc_timestamp
 from harness_workspace._types import JsonValue, WorkspaceSnapshot
+from harness_workspace.credentials import is_credential_path
 from harness_workspace.local._errors import WORKSPACE_OUTPUT_TOO_LARGE, LocalWorkspaceError
 from harness_workspace.local._git.bounds import Budget
 from harness_workspace.local._git.config import ConfigSyntaxError, ObjectFormat, parse_repository_format
 from harness_workspace.local._git.files import GitDirectory
 from harness_workspace.local._git.ignore import IgnorePattern, parse_ignore_file
 from harness_workspace.local._git.objects import BLOB, GITLINK, TREE, ObjectStore, hash_object
-from harness_workspace.local._git.patch import Side, file_patch
+from harness_workspace.local._git.patch import Side, file_patch, withheld_patch
 from harness_workspace.local._git.refs import head_commit_id
 from harness_workspace.local._git.worktree import (
     HeadTree,
@@ -67,13 +68,15 @@ _REFUSED_LAYOUTS: Final = (
 )
 
 
-def git_diff(root_fd: int, budget: Budget, *, max_output_bytes: int) -> str:
+def git_diff(root_fd: int, budget: Budget, *, max_output_bytes: int, withhold: bool = True) -> str:
     """Return the work tree's changes against ``HEAD`` as a patch, untracked files included.
 
     Args:
         root_fd: The workspace root, an open directory descriptor; not closed.
         budget: Limits, deadline and stop flag of this call.
         max_output_bytes: The longest patch returned; a longer one is an error, never cut.
+        withhold: Show a changed credential path (``harness_workspace.credentials``) by name
+            and modes only: neither side's content nor object id is read into the patch.
 
     Raises:
         LocalWorkspaceError: ``WORKSPACE_NOT_A_REPOSITORY``, ``WORKSPACE_GIT_UNSUPPORTED``,
@@ -87,7 +90,12 @@ def git_diff(root_fd: int, budget: Budget, *, max_output_bytes: int) -> str:
         patch = _Patch(budget, max_output_bytes)
         for path in sorted(head.entries.keys() | work.keys()):
             old, new = head.entries.get(path), work.get(path)
-            if old != new:
+            if old == new:
+                continue
+            if withhold and is_credential_path(path.decode("utf-8", "replace")):
+                old_mode, new_mode = (None if side is None else side[0] for side in (old, new))
+                patch.add(withheld_patch(path, old_mode, new_mode))
+            else:
                 repository.add_change(patch, root_fd, path, old, new is not None)
         return patch.text()
 

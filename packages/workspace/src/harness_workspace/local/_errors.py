@@ -36,6 +36,7 @@ __all__ = [
     "WORKSPACE_PATH_PROTECTED",
     "WORKSPACE_PATH_TOO_LONG",
     "WORKSPACE_PROTECTED_PATH_CHANGED",
+    "WORKSPACE_SECRET_WITHHELD",
     "WORKSPACE_SYMLINK_REFUSED",
     "WORKSPACE_TIMEOUT_TOO_LARGE",
     "WORKSPACE_TOO_LARGE",
@@ -62,6 +63,8 @@ WORKSPACE_TOO_LARGE: Final = "WORKSPACE_TOO_LARGE"
 """A file to read, or contents to write, exceeds the byte cap."""
 WORKSPACE_INVALID_UTF8: Final = "WORKSPACE_INVALID_UTF8"
 """The file's bytes are not valid UTF-8 (or the contents to write cannot be encoded)."""
+WORKSPACE_SECRET_WITHHELD: Final = "WORKSPACE_SECRET_WITHHELD"
+"""The path is on the credential deny list (``harness_workspace.credentials``); nothing of it was read."""
 WORKSPACE_LIST_TOO_LARGE: Final = "WORKSPACE_LIST_TOO_LARGE"
 """A listing would exceed the entry bound; nothing is silently truncated."""
 WORKSPACE_IO_FAILED: Final = "WORKSPACE_IO_FAILED"
@@ -114,6 +117,7 @@ LOCAL_WORKSPACE_ERROR_CODES: Final[frozenset[str]] = frozenset(
         WORKSPACE_TOO_LARGE,
         WORKSPACE_INVALID_UTF8,
         WORKSPACE_LIST_TOO_LARGE,
+        WORKSPACE_SECRET_WITHHELD,
         WORKSPACE_IO_FAILED,
         WORKSPACE_DISPOSED,
         WORKSPACE_COMMAND_NOT_FOUND,

@@ -26,7 +26,7 @@ from typing import Final, NamedTuple
 
 from harness_workspace.local._git.bounds import Budget
 
-__all__ = ["Side", "file_patch", "line_changes"]
+__all__ = ["WITHHELD_LINE", "Side", "file_patch", "line_changes", "withheld_patch"]
 
 _CONTEXT: Final = 3
 _BINARY_PROBE: Final = 8000
@@ -44,6 +44,8 @@ _QUOTE_ESCAPES: Final = {
     92: b"\\",
 }
 _TYPE_MASK: Final = 0o170000
+WITHHELD_LINE: Final = b"Content withheld: the path is on the credential deny list\n"
+"""What a withheld file's section shows instead of its hunks (no hunk, no object id)."""
 
 
 class Side(NamedTuple):
@@ -63,6 +65,23 @@ def file_patch(path: bytes, old: Side | None, new: Side | None, null: str, budge
     if old is not None and new is not None and (old.mode & _TYPE_MASK) != (new.mode & _TYPE_MASK):
         return _one_patch(path, old, None, null, budget) + _one_patch(path, None, new, null, budget)
     return _one_patch(path, old, new, null, budget)
+
+
+def withheld_patch(path: bytes, old_mode: int | None, new_mode: int | None) -> bytes:
+    """The section of a changed credential file: its name, its modes, and :data:`WITHHELD_LINE`.
+
+    No ``index`` line: an object id is a hash of the content, and a short secret could be
+    found again from it.
+    """
+    out = [b"diff --git %s %s\n" % (_quote_two(b"a/", path), _quote_two(b"b/", path))]
+    if old_mode is None:
+        out.append(b"new file mode %o\n" % (new_mode or 0))
+    elif new_mode is None:
+        out.append(b"deleted file mode %o\n" % old_mode)
+    elif old_mode != new_mode:
+        out.append(b"old mode %o\nnew mode %o\n" % (old_mode, new_mode))
+    out.append(WITHHELD_LINE)
+    return b"".join(out)
 
 
 def _one_patch(path: bytes, old: Side | None, new: Side | None, null_text: str, budget: Budget) -> bytes:
