@@ -147,16 +147,24 @@ class SessionManager:
         """Count one session of this connection and take a server-wide slot, before any ``await``.
 
         Raises:
-            AcpError: ``-32012`` or ``-32014`` at either cap.
+            AcpError: ``-32012``, ``-32024`` or ``-32014`` at the connection's, the principal's
+                or the server's cap.
         """
         if self._created >= self._config.max_sessions_per_connection:
             raise SessionLimitError()
-        self._state.reserve_session()
+        quotas = self._state.quotas
+        quotas.reserve(self._principal)
+        try:
+            self._state.reserve_session()
+        except BaseException:
+            quotas.release(self._principal)
+            raise
         self._created += 1
 
     def _give_back_slot(self) -> None:
         self._created -= 1
         self._state.release_session()
+        self._state.quotas.release(self._principal)
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
         """``session/new`` (§5.1).
@@ -180,6 +188,7 @@ class SessionManager:
         """Check and build one session and create its row (steps 2 to 7 of §5.1)."""
         config = self._config
         await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
         workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
         model_name = params.model if params.model is not None else config.chosen_default_model
         if model_name is None or model_name not in config.models:
@@ -308,6 +317,7 @@ class SessionManager:
         """Drop a finished session's id from the active set and give back its slot."""
         self._state.active_session_ids.discard(session.id)
         self._state.release_session()
+        self._state.quotas.release(self._principal)
         session.done.set()
 
     @staticmethod
@@ -330,6 +340,7 @@ class SessionManager:
         session = self._lookup(params.session_id)
         _check_promptable(session)
         await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
         _check_promptable(session)  # a concurrent prompt, a close or the idle timer came first
 
         async def start() -> RunStream:
@@ -568,6 +579,7 @@ class SessionManager:
                 ``session/new`` refusals of its workspace, manifest and tools.
         """
         await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
         principal = self._principal if self._operator else None
         if self._operator:
             # A client may also take up a conversation whose last turn ended.
@@ -699,14 +711,18 @@ class SessionManager:
             raise
         finally:
             events.clear()
+        size = 0
         for item in stored:
             event = item.event
             if event.type == "permission.requested":
                 permission_id: object = getattr(event.data, "permission_id", None)
                 if type(permission_id) is str:
                     session.pending[permission_id] = PendingPermission()
-            session.outbox.texts.append(encode_notification(session.id, item.seq, serialize_event(event)))
+            data = serialize_event(event)
+            size += len(data)
+            session.outbox.texts.append(encode_notification(session.id, item.seq, data))
         del stored
+        self._state.quotas.record(session.id, self._principal, size)
 
     async def send(self, text: str) -> None:
         """Queue a frame unless the client has disconnected."""
