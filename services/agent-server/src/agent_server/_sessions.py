@@ -147,17 +147,16 @@ class SessionManager:
         """Count one session of this connection and take a server-wide slot, before any ``await``.
 
         Raises:
-            AcpError: ``-32012``, ``-32024`` or ``-32014`` at the connection's, the principal's
-                or the server's cap.
+            AcpError: ``-32012``, ``-32014`` or ``-32024`` at the connection's, the server's
+                or the principal's cap.
         """
         if self._created >= self._config.max_sessions_per_connection:
             raise SessionLimitError()
-        quotas = self._state.quotas
-        quotas.reserve(self._principal)
+        self._state.reserve_session()
         try:
-            self._state.reserve_session()
+            self._state.quotas.reserve(self._principal)
         except BaseException:
-            quotas.release(self._principal)
+            self._state.release_session()
             raise
         self._created += 1
 
