@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from agent_server import ServerConfig
+from agent_server._cli import _parser, build_config  # pyright: ignore[reportPrivateUsage]
 from agent_server._quotas import PrincipalQuotas, apply_retention
 from agent_server.client import AcpClient, AcpClientError
 from harness_kernel.events import create_event
@@ -192,3 +193,33 @@ async def test_the_server_applies_the_size_retention_to_what_the_store_held_at_s
             while "finished" in {listing.record.session_id for listing in await store.list()}:  # noqa: ASYNC110
                 await trio.sleep(0.01)
         assert [listing.record.session_id for listing in await store.list()] == ["live"]
+
+
+def test_serve_sets_the_quotas_from_flags_or_variables_the_flag_first(tmp_path: Path) -> None:
+    argv = ["serve", "--workspace-root", str(tmp_path)]
+    plain = build_config(_parser().parse_args(argv), {})
+    assert (plain.max_sessions_per_principal, plain.max_stored_bytes_per_principal) == (None, None)
+    assert (plain.retention_days, plain.retention_max_bytes) == (30, None)
+    environ = {
+        "HARNESS_AGENT_MAX_SESSIONS_PER_PRINCIPAL": "8",
+        "HARNESS_AGENT_MAX_STORED_BYTES_PER_PRINCIPAL": "1048576",
+        "HARNESS_AGENT_RETENTION_MAX_BYTES": "1073741824",
+    }
+    from_variables = build_config(_parser().parse_args(argv), environ)
+    assert from_variables.max_sessions_per_principal == 8
+    assert from_variables.max_stored_bytes_per_principal == 1_048_576
+    assert from_variables.retention_max_bytes == 1_073_741_824
+    flags = [*argv, "--max-sessions-per-principal", "2", "--max-stored-bytes-per-principal", "5"]
+    from_flags = build_config(_parser().parse_args([*flags, "--retention-max-bytes", "7"]), environ)
+    assert from_flags.max_sessions_per_principal == 2
+    assert from_flags.max_stored_bytes_per_principal == 5
+    assert from_flags.retention_max_bytes == 7
+    acp = build_config(_parser().parse_args(["acp", "--workspace-root", str(tmp_path)]), {})
+    assert acp.max_sessions_per_principal is None
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1e3", " 5", "", "9" * 40])
+def test_a_malformed_quota_variable_is_refused(tmp_path: Path, value: str) -> None:
+    arguments = _parser().parse_args(["serve", "--workspace-root", str(tmp_path)])
+    with pytest.raises(ValueError, match="HARNESS_AGENT_RETENTION_MAX_BYTES must be a positive integer"):
+        build_config(arguments, {"HARNESS_AGENT_RETENTION_MAX_BYTES": value})

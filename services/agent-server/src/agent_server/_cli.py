@@ -255,7 +255,7 @@ def _add_storage_options(group: argparse._ArgumentGroup) -> None:  # pyright: ig
         default=None,
         metavar="BYTES",
         help="also delete the oldest finished sessions while finished sessions keep more than"
-        " this many bytes of events (default: no size limit)",
+        " this many bytes of events (default: no size limit; env HARNESS_AGENT_RETENTION_MAX_BYTES)",
     )
 
 
@@ -382,8 +382,8 @@ def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         type=_positive,
         default=None,
         metavar="N",
-        help="live sessions one principal may hold"
-        " (default: --max-sessions divided among the principals of --token-file)",
+        help="live sessions one principal may hold (default: --max-sessions divided among the"
+        " principals of --token-file; env HARNESS_AGENT_MAX_SESSIONS_PER_PRINCIPAL)",
     )
     group.add_argument(
         "--max-stored-bytes-per-principal",
@@ -391,7 +391,7 @@ def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         default=None,
         metavar="BYTES",
         help="event bytes one principal's sessions may keep in the store before its new sessions"
-        " and prompts are refused (default: no limit)",
+        " and prompts are refused (default: no limit; env HARNESS_AGENT_MAX_STORED_BYTES_PER_PRINCIPAL)",
     )
     group.add_argument(
         "--max-run-seconds",
@@ -537,6 +537,11 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
             )
         options["allow_host_effects"] = True
     options.update(_store_options(arguments, environment))
+    for name, value in environment.quotas.items():
+        options[name] = value  # a flag, read next, wins over its variable
+    for name in ("max_sessions_per_principal", "max_stored_bytes_per_principal", "retention_max_bytes"):
+        if getattr(arguments, name) is not None:
+            options[name] = getattr(arguments, name)
     policy = _context_policy(arguments)
     if policy is not None:
         options["context_policy"] = policy
@@ -556,9 +561,6 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         max_run_ms=arguments.max_run_seconds * 1000,
         session_lease_ms=arguments.session_lease_seconds * 1000,
         retention_days=arguments.retention_days or None,
-        max_sessions_per_principal=arguments.max_sessions_per_principal,
-        max_stored_bytes_per_principal=arguments.max_stored_bytes_per_principal,
-        retention_max_bytes=arguments.retention_max_bytes,
         workspace_adapter=adapter,
         tools=tools,
         **options,  # pyright: ignore[reportArgumentType]
