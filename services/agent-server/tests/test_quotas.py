@@ -105,6 +105,19 @@ async def test_a_principal_over_its_byte_quota_is_refused_new_sessions_and_promp
         await bob.prompt(bobs, "mine")
 
 
+async def test_without_persistence_a_closed_session_s_events_no_longer_count(running: ServerFactory) -> None:
+    async with (
+        running(db_path=None, persistence=False, max_stored_bytes_per_principal=1) as handle,
+        handle.connect() as client,
+    ):
+        await client.initialize()
+        session_id = await _new(client)
+        await client.prompt(session_id, "kept while the session lives")
+        await _refused_for_quota(client, "session/new", {"workspace": "ws"})
+        await client.request("session/close", {"sessionId": session_id})
+        await _new(client)
+
+
 @pytest.mark.parametrize("running", ["sqlite"], indirect=True)
 async def test_the_byte_quota_counts_what_the_store_held_before_the_server_started(
     running: ServerFactory,

@@ -43,10 +43,13 @@ class PrincipalQuotas:
     Args:
         max_sessions: Live sessions one principal may hold.
         max_stored_bytes: Event bytes one principal may keep in the store; ``None``: no limit.
+        counting: Whether stored bytes are counted at all (a byte quota or a retention by
+            size needs them); without, :meth:`record` keeps nothing.
     """
 
     max_sessions: int
     max_stored_bytes: int | None
+    counting: bool = True
     live: dict[str, int] = field(default_factory=dict[str, int])
     stored: dict[str, int] = field(default_factory=dict[str, int])
     sizes: dict[str, tuple[str, int]] = field(default_factory=dict[str, tuple[str, int]])
@@ -59,7 +62,9 @@ class PrincipalQuotas:
         if quota is None:
             tokens = config.configured_tokens()
             quota = max(1, config.max_sessions // (1 if tokens is None else len(tokens)))
-        return cls(max_sessions=quota, max_stored_bytes=config.max_stored_bytes_per_principal)
+        limit = config.max_stored_bytes_per_principal
+        counting = limit is not None or config.retention_max_bytes is not None
+        return cls(max_sessions=quota, max_stored_bytes=limit, counting=counting)
 
     def reserve(self, principal: str) -> None:
         """Count one more live session of ``principal``, synchronously.
@@ -98,6 +103,8 @@ class PrincipalQuotas:
     def record(self, session_id: str, principal: str, size: int) -> None:
         """Add ``size`` stored bytes to ``session_id``, counted for the principal it was first
         recorded for (a session taken up by the server itself stays its creator's)."""
+        if not self.counting:
+            return
         owner, held = self.sizes.get(session_id, (principal, 0))
         self.sizes[session_id] = (owner, held + size)
         self.stored[owner] = self.stored.get(owner, 0) + size

@@ -534,7 +534,7 @@ async def serve(
         state = ServerState(
             config=config, root=root, store=store, persistent=persistent, storage_directory=storage
         )
-        if config.max_stored_bytes_per_principal is not None or config.retention_max_bytes is not None:
+        if state.quotas.counting:
             await state.quotas.measure(store)  # once: later appends are counted as they are recorded
         server = _Server(config, state, listeners, authenticator)
         port = listeners[0].socket.getsockname()[1]

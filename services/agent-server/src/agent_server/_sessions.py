@@ -52,6 +52,7 @@ from agent_server._protocol import (
     SteerResult,
     encode_notification,
 )
+from agent_server._quotas import PrincipalQuotas
 from agent_server._restore import claim_interrupted, claim_session
 from agent_server._state import ServerState
 from agent_server._turns import RunEvents, RunOutcome, consume
@@ -305,7 +306,7 @@ class SessionManager:
                 with trio.CancelScope(shield=True):
                     await store.close(session.id, owner_id=self.owner_id)
                     if not self._state.persistent:
-                        await self._forget_events(store)
+                        await self._forget_events(store, self._state.quotas)
         except Exception:
             _log.exception("closing the row of session %s failed", session.id)
         finally:
@@ -320,14 +321,15 @@ class SessionManager:
         session.done.set()
 
     @staticmethod
-    async def _forget_events(store: SessionStore) -> None:
+    async def _forget_events(store: SessionStore, quotas: PrincipalQuotas) -> None:
         """Without persistence nothing can be restored: drop closed sessions at once.
 
-        The in-memory store would otherwise keep every event of a long-running server.
+        The in-memory store would otherwise keep every event of a long-running server; the
+        dropped events no longer count for their principal's byte quota.
         """
         now = await store.current_time()
-        while await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
-            pass
+        while deleted := await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
+            quotas.forget(deleted)
 
     # ------------------------------------------------------------ session/prompt
 
