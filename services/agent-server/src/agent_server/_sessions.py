@@ -145,7 +145,8 @@ class SessionManager:
     # ------------------------------------------------------------ session/new
 
     def _take_slot(self) -> None:
-        """Count one session of this connection and take a server-wide slot, before any ``await``.
+        """Count one session of this connection, take a server-wide slot and one of the principal's
+        (decision 058), before any ``await``.
 
         Raises:
             AcpError: ``-32012``, ``-32014`` or ``-32024`` at the connection's, the server's
