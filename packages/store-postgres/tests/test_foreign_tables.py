@@ -177,3 +177,14 @@ async def test_tables_of_the_configured_owner_are_accepted(
         await store.create("s")
     async with PostgresSessionStore(conninfo, now=ManualClock(), owner=intruder) as store:
         assert [listing.record.session_id for listing in await store.list()] == ["s"]
+
+
+async def test_an_owner_that_is_no_role_is_refused_with_the_typed_error(
+    new_database: Callable[[], str],
+) -> None:
+    conninfo = new_database()
+    store = PostgresSessionStore(conninfo, now=ManualClock(), owner="nobody_by_that_name")
+    with pytest.raises(SchemaOwnerError, match="nobody_by_that_name"):
+        await store.create("s")
+    await store.aclose()
+    assert _count(conninfo, "SELECT to_regclass('public.harness_schema') IS NULL") is True

@@ -99,13 +99,18 @@ def check_owners(connection: psycopg.Connection[tuple[object, ...]], owner: str 
     to the database's owner (``pg_database_owner``).
 
     Raises:
-        SchemaOwnerError: ``SESS_SCHEMA_OWNER`` — the schema is missing or another role's, or
-            a relation of the store's names belongs to another role.
+        SchemaOwnerError: ``SESS_SCHEMA_OWNER`` — ``owner`` is no role, the schema is missing
+            or another role's, or a relation of the store's names belongs to another role.
     """
     expected = owner
     if expected is None:
         row = connection.execute("SELECT current_user::text").fetchone()
         expected = str(row[0]) if row is not None else ""
+    role = connection.execute(
+        "SELECT oid FROM pg_catalog.pg_roles WHERE rolname = %s", (expected,)
+    ).fetchone()
+    if role is None:
+        raise SchemaOwnerError(f"the session store's owner {expected!r} is not a role of this server")
     schema = connection.execute(
         "SELECT r.rolname::text, r.rolsuper FROM pg_catalog.pg_namespace n"
         " JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner WHERE n.nspname = %s",
@@ -122,9 +127,8 @@ def check_owners(connection: psycopg.Connection[tuple[object, ...]], owner: str 
     foreign = connection.execute(
         "SELECT c.relname::text, pg_catalog.pg_get_userbyid(c.relowner)::text FROM pg_catalog.pg_class c"
         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relowner <> %s::regrole::oid"
-        " ORDER BY c.relname",
-        (STORE_SCHEMA, list(_STORE_RELATIONS), expected),
+        " WHERE n.nspname = %s AND c.relname = ANY(%s) AND c.relowner <> %s ORDER BY c.relname",
+        (STORE_SCHEMA, list(_STORE_RELATIONS), role[0]),
     ).fetchall()
     if foreign:
         named = ", ".join(f"{STORE_SCHEMA}.{name} (role {role!r})" for name, role in foreign)
