@@ -6,13 +6,20 @@ import inspect
 
 import harness_store_postgres
 from harness_kernel.store import SessionStoreError
-from harness_store_postgres import SESS_UNAVAILABLE, StoreUnavailableError
+from harness_store_postgres import (
+    SESS_SCHEMA_OWNER,
+    SESS_UNAVAILABLE,
+    SchemaOwnerError,
+    StoreUnavailableError,
+)
 
 EXPECTED = {
     "READERS_MAX",
     "SCHEMA_VERSION",
+    "SESS_SCHEMA_OWNER",
     "SESS_UNAVAILABLE",
     "PostgresSessionStore",
+    "SchemaOwnerError",
     "StoreUnavailableError",
 }
 
@@ -33,3 +40,9 @@ def test_the_unavailable_error_is_a_session_store_error_with_its_code() -> None:
     error = StoreUnavailableError("down")
     assert isinstance(error, SessionStoreError)
     assert error.code == SESS_UNAVAILABLE == "SESS_UNAVAILABLE"
+
+
+def test_the_schema_owner_error_is_a_session_store_error_with_its_code() -> None:
+    error = SchemaOwnerError("planted")
+    assert isinstance(error, SessionStoreError)
+    assert error.code == SESS_SCHEMA_OWNER == "SESS_SCHEMA_OWNER"

@@ -16,6 +16,7 @@ from agent_server._errors import (
     ParseError,
     PermissionNotFoundError,
     PermissionResolvedError,
+    PrincipalQuotaError,
     ProtocolVersionError,
     RunTimeLimitError,
     ServerSessionLimitError,
@@ -49,6 +50,7 @@ TABLE = [
     (PermissionResolvedError, -32021, "ACP_PERMISSION_RESOLVED"),
     (SteeringRefusedError, -32022, "ACP_STEERING_REFUSED"),
     (SessionNotContinuableError, -32023, "ACP_SESSION_NOT_CONTINUABLE"),
+    (PrincipalQuotaError, -32024, "ACP_PRINCIPAL_QUOTA"),
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import posixpath
 from collections.abc import Callable, Mapping
 from typing import Final, TypeAlias, cast
 
@@ -19,6 +20,8 @@ from harness_exit_gate import (
     validate_run_preflight_report,
     validate_run_report,
 )
+from harness_exit_gate._git import Link
+from harness_exit_gate._trust import link_escape
 
 PROPERTIES: Final = settings(max_examples=150, deadline=None, database=None)
 REFUSED: Final = frozenset(";&|<>`\x00\r\n")
@@ -229,3 +232,29 @@ def test_preflight_report_mutations_are_accepted_or_refused(document: dict[str, 
     _assert_refusal_is_well_formed(
         _accepted_or_refused(validate_report_artifact, json.dumps(document).encode())
     )
+
+
+# ------------------------------------------------------------------ link targets
+
+_SEGMENTS: Final = ("..", ".", "src", "tasks", "docs", ".git", "a", "runs", "")
+
+
+@PROPERTIES
+@given(
+    folder=st.lists(st.sampled_from(("src", "a", "deep")), min_size=0, max_size=3),
+    target=st.lists(st.sampled_from(_SEGMENTS), min_size=1, max_size=6).map("/".join),
+    absolute=st.booleans(),
+)
+def test_a_link_is_let_through_only_when_its_target_stays_inside_the_scope(
+    folder: list[str], target: str, absolute: bool
+) -> None:
+    path = "/".join(["src", *folder, "link"])
+    written = "/" + target if absolute else target
+    reason = link_escape("/nonexistent-root", Link(path=path, targets=(written,), lands=None), ["src/**"])
+    if reason is None:
+        landed = posixpath.normpath(posixpath.join(posixpath.dirname(path), written))
+        assert not absolute
+        assert landed.startswith("src/")
+        assert ".git" not in landed.split("/")
+    else:
+        assert path in reason

@@ -78,6 +78,14 @@ class _Link:
             )
         except psycopg.OperationalError as error:
             raise _unavailable(error) from None
+        try:
+            # Only the system catalogue is searched: every table name is written with its
+            # schema, and no schema another role creates ("$user" first by default) can
+            # lend a function, an operator or a table to an unqualified name.
+            connection.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)")
+        except psycopg.OperationalError as error:
+            connection.close()
+            raise _unavailable(error) from None
         self._connection = connection
         return connection
 
@@ -244,15 +252,27 @@ class PostgresSessionStore(ThreadedStore[_Threads]):
             UTC. A naive time is taken as UTC.
         readers: How many reader connections (1 to 16); with the writer the store holds
             ``readers + 1`` connections.
+        owner: The role that must own the store's tables (and, unless it is a superuser's
+            or the database owner's, the ``public`` schema); ``None`` is the role the store
+            connects as. Checked at start-up: :class:`SchemaOwnerError` otherwise.
 
     Raises:
-        TypeError: ``conninfo`` is not a ``str``.
+        TypeError: ``conninfo`` or ``owner`` is not a ``str``.
         SessionStoreError: ``SESS_INVALID_RECORD`` — ``readers`` is out of range.
     """
 
-    def __init__(self, conninfo: str, *, now: Callable[[], datetime] | None = None, readers: int = 2) -> None:
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        now: Callable[[], datetime] | None = None,
+        readers: int = 2,
+        owner: str | None = None,
+    ) -> None:
         if type(conninfo) is not str:
             raise TypeError(f"conninfo must be a str, not {type(conninfo).__name__}")
+        if owner is not None and type(owner) is not str:
+            raise TypeError(f"owner must be a str or None, not {type(owner).__name__}")
         if type(readers) is not int or not 1 <= readers <= READERS_MAX:
             raise SessionStoreError(
                 SESS_INVALID_RECORD, f"readers must be an integer from 1 to {READERS_MAX}"
@@ -260,6 +280,7 @@ class PostgresSessionStore(ThreadedStore[_Threads]):
         super().__init__(now=now)
         self._conninfo = conninfo
         self._readers = readers
+        self._owner = owner
 
     def _start(self) -> _Threads:
         """Connect the writer (creating or migrating the schema) and the readers; start their threads."""
@@ -270,7 +291,7 @@ class PostgresSessionStore(ThreadedStore[_Threads]):
             writer = links[0].get()
             _check_encoding(writer)
             try:
-                prepare_schema(writer)
+                prepare_schema(writer, owner=self._owner)
             except psycopg.Error as error:
                 if not _usable(writer):
                     raise _unavailable(error) from error

@@ -27,7 +27,7 @@ __all__ = ["GlobalSequence", "PostgresTables"]
 
 Connection = psycopg.Connection[tuple[object, ...]]
 
-_NEXT_GLOBAL: Final = "SELECT value FROM harness_meta WHERE key = 'next_global_seq'"
+_NEXT_GLOBAL: Final = "SELECT value FROM public.harness_meta WHERE key = 'next_global_seq'"
 
 
 class GlobalSequence:
@@ -88,7 +88,7 @@ class GlobalSequence:
         if self._next == self._stored:
             self._connection.execute("COMMIT")
             return
-        update = sql.SQL("UPDATE harness_meta SET value = {} WHERE key = 'next_global_seq'; COMMIT")
+        update = sql.SQL("UPDATE public.harness_meta SET value = {} WHERE key = 'next_global_seq'; COMMIT")
         self._connection.execute(update.format(sql.Literal(self._next)))
         self._stored = self._next
 
@@ -111,51 +111,51 @@ class PostgresTables:
 
     def session_row(self, session_id: str) -> Row | None:
         return self._one(
-            f"SELECT {SESSION_COLUMNS} FROM harness_sessions WHERE session_id = %s{self._lock}",
+            f"SELECT {SESSION_COLUMNS} FROM public.harness_sessions WHERE session_id = %s{self._lock}",
             (session_id,),
         )
 
     def checkpoint_row(self, session_id: str) -> Row | None:
         return self._one(
-            f"SELECT {CHECKPOINT_COLUMNS} FROM harness_sessions WHERE session_id = %s{self._lock}",
+            f"SELECT {CHECKPOINT_COLUMNS} FROM public.harness_sessions WHERE session_id = %s{self._lock}",
             (session_id,),
         )
 
     def listing_rows(self) -> list[tuple[Row, int]]:
         rows = self._all(
             f"SELECT {SESSION_COLUMNS},"
-            " (SELECT COUNT(*) FROM harness_events e WHERE e.session_id = harness_sessions.session_id)"
-            " FROM harness_sessions ORDER BY created_at DESC, session_id DESC"
+            " (SELECT COUNT(*) FROM public.harness_events e WHERE e.session_id = harness_sessions.session_id)"
+            " FROM public.harness_sessions ORDER BY created_at DESC, session_id DESC"
         )
         return [(row[:-1], int(row[-1])) for row in rows]  # pyright: ignore[reportArgumentType]
 
     def insert_session(self, session_id: str, task_id: str | None, created_at: str, metadata: str) -> None:
         self._connection.execute(
-            "INSERT INTO harness_sessions(session_id, task_id, status, created_at, metadata)"
+            "INSERT INTO public.harness_sessions(session_id, task_id, status, created_at, metadata)"
             " VALUES (%s, %s, 'active', %s, %s)",
             (session_id, task_id, created_at, metadata),
         )
 
     def update_task(self, session_id: str, task_id: str) -> None:
         self._connection.execute(
-            "UPDATE harness_sessions SET task_id = %s WHERE session_id = %s", (task_id, session_id)
+            "UPDATE public.harness_sessions SET task_id = %s WHERE session_id = %s", (task_id, session_id)
         )
 
     def update_metadata(self, session_id: str, metadata: str) -> None:
         self._connection.execute(
-            "UPDATE harness_sessions SET metadata = %s WHERE session_id = %s", (metadata, session_id)
+            "UPDATE public.harness_sessions SET metadata = %s WHERE session_id = %s", (metadata, session_id)
         )
 
     def update_status(self, session_id: str, status: str, closed_at: str) -> None:
         self._connection.execute(
-            "UPDATE harness_sessions SET status = %s, closed_at = COALESCE(closed_at, %s)"
+            "UPDATE public.harness_sessions SET status = %s, closed_at = COALESCE(closed_at, %s)"
             " WHERE session_id = %s",
             (status, closed_at, session_id),
         )
 
     def reactivate_session(self, session_id: str) -> None:
         self._connection.execute(
-            "UPDATE harness_sessions SET status = 'active', closed_at = NULL WHERE session_id = %s",
+            "UPDATE public.harness_sessions SET status = 'active', closed_at = NULL WHERE session_id = %s",
             (session_id,),
         )
 
@@ -163,13 +163,15 @@ class PostgresTables:
         self, session_id: str, revision: int, after_seq: int, payload: str, updated_at: str
     ) -> None:
         self._connection.execute(
-            "UPDATE harness_sessions SET checkpoint_revision = %s, checkpoint_seq = %s,"
+            "UPDATE public.harness_sessions SET checkpoint_revision = %s, checkpoint_seq = %s,"
             " checkpoint_payload = %s, checkpoint_updated_at = %s WHERE session_id = %s",
             (revision, after_seq, payload, updated_at, session_id),
         )
 
     def event_row(self, event_id: str) -> Row | None:
-        return self._one(f"SELECT {EVENT_COLUMNS} FROM harness_events WHERE event_id = %s", (event_id,))
+        return self._one(
+            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE event_id = %s", (event_id,)
+        )
 
     def insert_event(self, columns: EventColumns) -> int:
         if self._sequence is None:
@@ -179,16 +181,16 @@ class PostgresTables:
         # One round trip for both: a data-modifying WITH runs exactly once, and a failing
         # insert (a duplicate key) fails the whole statement, the update with it.
         self._connection.execute(
-            f"WITH inserted AS (INSERT INTO harness_events({EVENT_COLUMNS})"
+            f"WITH inserted AS (INSERT INTO public.harness_events({EVENT_COLUMNS})"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s))"
-            " UPDATE harness_sessions SET next_seq = %s WHERE session_id = %s",
+            " UPDATE public.harness_sessions SET next_seq = %s WHERE session_id = %s",
             (session_id, seq, global_seq, event_id, at, actor, event_type, payload, seq + 1, session_id),
         )
         return global_seq
 
     def session_event_rows(self, session_id: str, after_seq: int, count: int) -> list[Row]:
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM harness_events WHERE session_id = %s AND seq > %s"
+            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE session_id = %s AND seq > %s"
             " ORDER BY seq LIMIT %s",
             (session_id, after_seq, count),
         )
@@ -196,35 +198,36 @@ class PostgresTables:
     def slice_rows(self, session_id: str, start: int, stop: int | None) -> list[Row]:
         if stop is None:
             return self._all(
-                f"SELECT {EVENT_COLUMNS} FROM harness_events WHERE session_id = %s AND seq >= %s"
+                f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE session_id = %s AND seq >= %s"
                 " ORDER BY seq",
                 (session_id, start),
             )
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM harness_events WHERE session_id = %s AND seq >= %s AND seq < %s"
-            " ORDER BY seq",
+            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE session_id = %s AND seq >= %s"
+            " AND seq < %s ORDER BY seq",
             (session_id, start, stop),
         )
 
     def audit_rows(self, after_global_seq: int, count: int) -> list[Row]:
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM harness_events WHERE global_seq > %s ORDER BY global_seq LIMIT %s",
+            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE global_seq > %s"
+            " ORDER BY global_seq LIMIT %s",
             (after_global_seq, count),
         )
 
     def event_count(self, session_id: str) -> int:
-        row = self._one("SELECT COUNT(*) FROM harness_events WHERE session_id = %s", (session_id,))
+        row = self._one("SELECT COUNT(*) FROM public.harness_events WHERE session_id = %s", (session_id,))
         assert row is not None
         return int(row[0])  # pyright: ignore[reportArgumentType]
 
     def closed_candidates(self, before: str, count: int) -> list[tuple[object, object]]:
         rows = self._all(
-            "SELECT session_id, closed_at FROM harness_sessions WHERE status <> 'active'"
+            "SELECT session_id, closed_at FROM public.harness_sessions WHERE status <> 'active'"
             " AND closed_at IS NOT NULL AND closed_at < %s ORDER BY closed_at, session_id LIMIT %s",
             (before, count),
         )
         return [(row[0], row[1]) for row in rows]
 
     def delete_session(self, session_id: str) -> None:
-        self._connection.execute("DELETE FROM harness_events WHERE session_id = %s", (session_id,))
-        self._connection.execute("DELETE FROM harness_sessions WHERE session_id = %s", (session_id,))
+        self._connection.execute("DELETE FROM public.harness_events WHERE session_id = %s", (session_id,))
+        self._connection.execute("DELETE FROM public.harness_sessions WHERE session_id = %s", (session_id,))

@@ -249,6 +249,14 @@ def _add_storage_options(group: argparse._ArgumentGroup) -> None:  # pyright: ig
         metavar="DAYS",
         help="delete sessions closed longer ago than this; 0 keeps them forever (default: 30)",
     )
+    group.add_argument(
+        "--retention-max-bytes",
+        type=_positive,
+        default=None,
+        metavar="BYTES",
+        help="also delete the oldest finished sessions while finished sessions keep more than"
+        " this many bytes of events (default: no size limit; env HARNESS_AGENT_RETENTION_MAX_BYTES)",
+    )
 
 
 def _add_model_options(group: argparse._ArgumentGroup) -> None:  # pyright: ignore[reportPrivateUsage]
@@ -385,6 +393,22 @@ def _add_limit_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         "--max-sessions", type=_positive, default=256, metavar="N", help="live sessions, server-wide"
     )
     group.add_argument(
+        "--max-sessions-per-principal",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="live sessions one principal may hold (default: --max-sessions divided among the"
+        " principals of --token-file; env HARNESS_AGENT_MAX_SESSIONS_PER_PRINCIPAL)",
+    )
+    group.add_argument(
+        "--max-stored-bytes-per-principal",
+        type=_positive,
+        default=None,
+        metavar="BYTES",
+        help="event bytes one principal's sessions may keep in the store before its new sessions"
+        " and prompts are refused (default: no limit; env HARNESS_AGENT_MAX_STORED_BYTES_PER_PRINCIPAL)",
+    )
+    group.add_argument(
         "--max-run-seconds",
         type=_positive,
         default=1800,
@@ -469,6 +493,8 @@ def _add_acp_parser(acp: argparse.ArgumentParser, serve_parser: argparse.Argumen
     # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
     defaults |= {"store": "sqlite", "database_url": None, "session_lease_seconds": 30}
     defaults |= {"resume_interrupted": False}
+    defaults |= {"max_sessions_per_principal": None, "max_stored_bytes_per_principal": None}
+    defaults |= {"retention_max_bytes": None}
     acp.set_defaults(**defaults)
 
 
@@ -526,6 +552,11 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
             )
         options["allow_host_effects"] = True
     options.update(_store_options(arguments, environment))
+    for name, value in environment.quotas.items():
+        options[name] = value  # a flag, read next, wins over its variable
+    for name in ("max_sessions_per_principal", "max_stored_bytes_per_principal", "retention_max_bytes"):
+        if getattr(arguments, name) is not None:
+            options[name] = getattr(arguments, name)
     policy = _context_policy(arguments)
     if policy is not None:
         options["context_policy"] = policy

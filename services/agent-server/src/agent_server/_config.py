@@ -170,6 +170,14 @@ class ServerConfig:
     be continued (``session/continue``), and ``resume_interrupted`` continues this root's
     interrupted sessions in the background at start-up (issue #23).
 
+    Quotas and retention (decision 058): a principal holds at most
+    ``max_sessions_per_principal`` live sessions (``None``: ``max_sessions`` divided among the
+    configured principals, so a single principal keeps the whole server) and, when
+    ``max_stored_bytes_per_principal`` is set, keeps at most that many bytes of events in the
+    store before its new sessions and prompts are refused. Finished sessions are deleted once
+    closed ``retention_days`` ago and, when ``retention_max_bytes`` is set, oldest first while
+    the finished ones keep more than that many bytes.
+
     ``outbound_stall_ms`` is how long a full outbound queue may see its peer accept no byte
     before the socket is closed with 1013 (10 ms to 10 min); ``close_grace_ms`` is how long a
     close waits for the peer's close before the TCP stream is aborted (10 ms to 1 min, §2.4).
@@ -196,9 +204,12 @@ class ServerConfig:
     permission_timeout_ms: int = 120_000
     max_sessions_per_connection: int = 32
     max_sessions: int = 256
+    max_sessions_per_principal: int | None = None
+    max_stored_bytes_per_principal: int | None = None
     max_run_ms: int = 1_800_000
     min_free_disk_bytes: int = 256 * 1024 * 1024
     retention_days: int | None = 30
+    retention_max_bytes: int | None = None
     created_session_timeout_ms: int = 300_000
     session_lease_ms: int = 30_000
     outbound_stall_ms: int = 5_000
@@ -274,6 +285,7 @@ class ServerConfig:
         _check_int(self.min_free_disk_bytes, "min_free_disk_bytes", 0)
         if self.retention_days is not None:
             _check_int(self.retention_days, "retention_days", 1, 36_500)
+        self._check_quotas()
         for name in ("permission_timeout_ms", "max_sessions_per_connection", "created_session_timeout_ms"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -281,6 +293,10 @@ class ServerConfig:
         _check_int(self.session_lease_ms, "session_lease_ms", 1000)
         _check_int(self.outbound_stall_ms, "outbound_stall_ms", MIN_OUTBOUND_STALL_MS, MAX_OUTBOUND_STALL_MS)
         _check_int(self.close_grace_ms, "close_grace_ms", MIN_CLOSE_GRACE_MS, MAX_CLOSE_GRACE_MS)
+        self._check_callables()
+        self._check_manifest_source()
+
+    def _check_callables(self) -> None:
         if not isinstance(self.models, Mapping):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError("models must be a mapping of names to model factories")
         for name, factory in self.models.items():
@@ -289,7 +305,6 @@ class ServerConfig:
         for name in ("tools", "runtime", "now", "new_id"):
             if not callable(getattr(self, name)):
                 raise ValueError(f"{name} must be callable")
-        self._check_manifest_source()
 
     def _check_manifest_source(self) -> None:
         if self.load_manifest is not None and not callable(self.load_manifest):
@@ -319,6 +334,11 @@ class ServerConfig:
                 raise ValueError("auth_tokens must map principal names to tokens")
             for principal, token in self.auth_tokens.items():
                 check_token(token, f'the token of principal "{check_principal(principal)}"')
+
+    def _check_quotas(self) -> None:
+        for name in ("max_sessions_per_principal", "max_stored_bytes_per_principal", "retention_max_bytes"):
+            if getattr(self, name) is not None:
+                _check_int(getattr(self, name), name, 1)
 
     def configured_tokens(self) -> dict[str, str] | None:
         """Principal → token as configured, or ``None`` when ``serve`` must generate one."""

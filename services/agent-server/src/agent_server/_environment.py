@@ -9,7 +9,13 @@ from typing import Final, Literal
 
 from agent_server._config import MAX_OUTBOUND_STALL_MS, MIN_OUTBOUND_STALL_MS, check_database_url
 
-__all__ = ["Environment", "parse_outbound_stall_ms", "read_environment", "refuse_unsupported"]
+__all__ = [
+    "QUOTA_VARIABLES",
+    "Environment",
+    "parse_outbound_stall_ms",
+    "read_environment",
+    "refuse_unsupported",
+]
 
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
 _SANDBOX_PREFIXES: Final = ("HARNESS_SANDBOX_", "HARNESS_DOCKER_")
@@ -29,6 +35,8 @@ class Environment:
     model: str | None = None
     model_base_url: str | None = None
     database_url: str | None = field(default=None, repr=False)
+    quotas: dict[str, int] = field(default_factory=dict[str, int])
+    """``ServerConfig`` quota and retention fields set by ``HARNESS_AGENT_*`` (decision 058)."""
 
 
 def refuse_unsupported(environ: Mapping[str, str]) -> None:
@@ -100,7 +108,29 @@ def read_environment(
         model=_non_empty(environ, "HARNESS_MODEL"),
         model_base_url=_non_empty(environ, "HARNESS_MODEL_BASE_URL"),
         database_url=_database_url(environ),
+        quotas=_read_quotas(environ),
     )
+
+
+QUOTA_VARIABLES: Final = {
+    "HARNESS_AGENT_MAX_SESSIONS_PER_PRINCIPAL": "max_sessions_per_principal",
+    "HARNESS_AGENT_MAX_STORED_BYTES_PER_PRINCIPAL": "max_stored_bytes_per_principal",
+    "HARNESS_AGENT_RETENTION_MAX_BYTES": "retention_max_bytes",
+}
+"""The quota and retention variables and the ``ServerConfig`` field each sets."""
+
+
+def _read_quotas(environ: Mapping[str, str]) -> dict[str, int]:
+    quotas: dict[str, int] = {}
+    for variable, name in QUOTA_VARIABLES.items():
+        raw = environ.get(variable)
+        if raw is None:
+            continue
+        # At most 19 digits: int() is never handed an arbitrarily long string.
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or int(raw) < 1:
+            raise ValueError(f"{variable} must be a positive integer")
+        quotas[name] = int(raw)
+    return quotas
 
 
 def _database_url(environ: Mapping[str, str]) -> str | None:

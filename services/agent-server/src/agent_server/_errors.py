@@ -21,6 +21,7 @@ __all__ = [
     "ParseError",
     "PermissionNotFoundError",
     "PermissionResolvedError",
+    "PrincipalQuotaError",
     "ProtocolVersionError",
     "RunTimeLimitError",
     "SandboxUnavailableError",
@@ -184,6 +185,18 @@ class StorageFullError(_AcpFailure):
 
     CODE, DATA_CODE = -32015, "ACP_STORAGE_FULL"
     DEFAULT_MESSAGE = "the session store is out of disk space"
+
+
+class PrincipalQuotaError(_AcpFailure):
+    """``-32024``: the principal holds its share of live sessions, or of stored event bytes.
+
+    ``max_sessions_per_principal`` live sessions (``session/new``, ``session/continue``), or
+    at least ``max_stored_bytes_per_principal`` bytes of events kept in the store
+    (``session/new``, ``session/prompt``, ``session/continue``); nothing was created or
+    stored. Other principals are not affected; the message says which quota.
+    """
+
+    CODE, DATA_CODE, DEFAULT_MESSAGE = -32024, "ACP_PRINCIPAL_QUOTA", "the principal has reached its quota"
 
 
 class RunTimeLimitError(_AcpFailure):

@@ -14,7 +14,6 @@ import resource
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Final, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,6 +24,7 @@ from wsproto.utilities import generate_accept_token
 from agent_server._auth import DEFAULT_PRINCIPAL, Authenticator, FailureThrottle, generate_token
 from agent_server._config import ServerConfig
 from agent_server._connection import AcpConnection
+from agent_server._quotas import apply_retention
 from agent_server._resume import InterruptedSessions
 from agent_server._state import ServerState
 from agent_server._transport import WebSocketDriver
@@ -48,7 +48,6 @@ _MAX_HEAD_BYTES: Final = 16 * 1024
 _READY_CACHE_SECONDS: Final = 1.0
 _SERVICE: Final = "agent-server"
 _RETENTION_INTERVAL_SECONDS: Final = 3600.0
-_RETENTION_BATCH: Final = 100
 _DESCRIPTOR_HEADROOM: Final = 64
 """Descriptors beyond sockets and session adapters: the store, its WAL, logs, git pipes."""
 
@@ -220,7 +219,7 @@ class _Server:
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as connections:
-                if self._config.retention_days is not None:
+                if self._config.retention_days is not None or self._config.retention_max_bytes is not None:
                     connections.start_soon(self._apply_retention)
                 resumed = None
                 if self._config.resume_interrupted:
@@ -249,24 +248,19 @@ class _Server:
         await self._done.wait()
 
     async def _apply_retention(self) -> None:
-        """Delete sessions closed longer ago than ``retention_days``, now and every hour."""
-        store = self._state.store
-        days = self._config.retention_days
-        assert days is not None
+        """Delete finished sessions by ``retention_days`` and ``retention_max_bytes``, now and every hour."""
         with self._retention:
             while True:
-                await self._retain(store, days)
+                try:
+                    await apply_retention(
+                        self._state.store,
+                        self._state.quotas,
+                        max_age_days=self._config.retention_days,
+                        max_bytes=self._config.retention_max_bytes,
+                    )
+                except Exception:
+                    _log.exception("applying the retention policy failed")
                 await trio.sleep(_RETENTION_INTERVAL_SECONDS)
-
-    @staticmethod
-    async def _retain(store: SessionStore, days: int) -> None:
-        try:
-            cutoff = await store.current_time() - timedelta(days=days)
-            deleted = _RETENTION_BATCH
-            while deleted == _RETENTION_BATCH:  # in batches, so appends get the writer in between
-                deleted = len(await store.delete_closed(closed_before=cutoff, limit=_RETENTION_BATCH))
-        except Exception:
-            _log.exception("applying the retention policy failed")
 
     async def _accept(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
         while True:
@@ -540,6 +534,8 @@ async def serve(
         state = ServerState(
             config=config, root=root, store=store, persistent=persistent, storage_directory=storage
         )
+        if state.quotas.counting:
+            await state.quotas.measure(store)  # once: later appends are counted as they are recorded
         server = _Server(config, state, listeners, authenticator)
         port = listeners[0].socket.getsockname()[1]
         token = generated if generated is not None else config.auth_token

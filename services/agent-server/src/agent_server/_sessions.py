@@ -52,6 +52,7 @@ from agent_server._protocol import (
     SteerResult,
     encode_notification,
 )
+from agent_server._quotas import PrincipalQuotas
 from agent_server._restore import claim_interrupted, claim_session
 from agent_server._state import ServerState
 from agent_server._turns import RunEvents, RunOutcome, consume
@@ -144,19 +145,27 @@ class SessionManager:
     # ------------------------------------------------------------ session/new
 
     def _take_slot(self) -> None:
-        """Count one session of this connection and take a server-wide slot, before any ``await``.
+        """Count one session of this connection, take a server-wide slot and one of the principal's
+        (decision 058), before any ``await``.
 
         Raises:
-            AcpError: ``-32012`` or ``-32014`` at either cap.
+            AcpError: ``-32012``, ``-32014`` or ``-32024`` at the connection's, the server's
+                or the principal's cap.
         """
         if self._created >= self._config.max_sessions_per_connection:
             raise SessionLimitError()
         self._state.reserve_session()
+        try:
+            self._state.quotas.reserve(self._principal)
+        except BaseException:
+            self._state.release_session()
+            raise
         self._created += 1
 
     def _give_back_slot(self) -> None:
         self._created -= 1
         self._state.release_session()
+        self._state.quotas.release(self._principal)
 
     async def create(self, params: NewSessionParams) -> NewSessionResult:
         """``session/new`` (§5.1).
@@ -180,6 +189,7 @@ class SessionManager:
         """Check and build one session and create its row (steps 2 to 7 of §5.1)."""
         config = self._config
         await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
         workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
         model_name = params.model if params.model is not None else config.chosen_default_model
         if model_name is None or model_name not in config.models:
@@ -297,7 +307,7 @@ class SessionManager:
                 with trio.CancelScope(shield=True):
                     await store.close(session.id, owner_id=self.owner_id)
                     if not self._state.persistent:
-                        await self._forget_events(store)
+                        await self._forget_events(store, self._state.quotas)
         except Exception:
             _log.exception("closing the row of session %s failed", session.id)
         finally:
@@ -308,17 +318,19 @@ class SessionManager:
         """Drop a finished session's id from the active set and give back its slot."""
         self._state.active_session_ids.discard(session.id)
         self._state.release_session()
+        self._state.quotas.release(self._principal)
         session.done.set()
 
     @staticmethod
-    async def _forget_events(store: SessionStore) -> None:
+    async def _forget_events(store: SessionStore, quotas: PrincipalQuotas) -> None:
         """Without persistence nothing can be restored: drop closed sessions at once.
 
-        The in-memory store would otherwise keep every event of a long-running server.
+        The in-memory store would otherwise keep every event of a long-running server; the
+        dropped events no longer count for their principal's byte quota.
         """
         now = await store.current_time()
-        while await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
-            pass
+        while deleted := await store.delete_closed(closed_before=now + timedelta(seconds=1), limit=100):
+            quotas.forget(deleted)
 
     # ------------------------------------------------------------ session/prompt
 
@@ -330,6 +342,7 @@ class SessionManager:
         session = self._lookup(params.session_id)
         _check_promptable(session)
         await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
         _check_promptable(session)  # a concurrent prompt, a close or the idle timer came first
 
         async def start() -> RunStream:
@@ -568,6 +581,7 @@ class SessionManager:
                 ``session/new`` refusals of its workspace, manifest and tools.
         """
         await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
         principal = self._principal if self._operator else None
         if self._operator:
             # A client may also take up a conversation whose last turn ended.
@@ -699,14 +713,18 @@ class SessionManager:
             raise
         finally:
             events.clear()
+        size = 0
         for item in stored:
             event = item.event
             if event.type == "permission.requested":
                 permission_id: object = getattr(event.data, "permission_id", None)
                 if type(permission_id) is str:
                     session.pending[permission_id] = PendingPermission()
-            session.outbox.texts.append(encode_notification(session.id, item.seq, serialize_event(event)))
+            data = serialize_event(event)
+            size += len(data)
+            session.outbox.texts.append(encode_notification(session.id, item.seq, data))
         del stored
+        self._state.quotas.record(session.id, self._principal, size)
 
     async def send(self, text: str) -> None:
         """Queue a frame unless the client has disconnected."""

@@ -12,6 +12,7 @@ import trio
 
 from agent_server._config import ServerConfig
 from agent_server._errors import ServerSessionLimitError, StorageFullError
+from agent_server._quotas import PrincipalQuotas
 from harness_kernel.store import SessionStore
 
 __all__ = ["FREE_SPACE_TTL_SECONDS", "ServerState"]
@@ -28,7 +29,8 @@ class ServerState:
 
     ``live_sessions`` counts sessions from admission at ``session/new`` until they finish,
     server-wide; ``storage_directory`` is the folder of the store's file, whose free space is
-    checked before a session is created or prompted.
+    checked before a session is created or prompted. ``quotas`` counts live sessions and
+    stored event bytes per principal (decision 058).
     """
 
     config: ServerConfig
@@ -38,9 +40,13 @@ class ServerState:
     storage_directory: str | None = None
     active_session_ids: set[str] = field(default_factory=set[str])
     live_sessions: int = 0
+    quotas: PrincipalQuotas = field(init=False)
     _free_bytes: int | None = None
     _free_read_at: float | None = None
     _free_reading: trio.Event | None = None
+
+    def __post_init__(self) -> None:
+        self.quotas = PrincipalQuotas.of(self.config)
 
     async def clock(self) -> datetime:
         """The store clock, which also judges the sessions' leases."""

@@ -6,7 +6,7 @@ import hashlib
 import os
 import stat
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -19,10 +19,12 @@ __all__ = [
     "BaseInfo",
     "Git",
     "GitState",
+    "Link",
     "capture_stable_snapshot",
     "fingerprint_runs",
     "history_changes",
     "is_full_oid",
+    "symbolic_links",
 ]
 
 RUNS_DIR: Final = "tasks/runs/"
@@ -59,6 +61,7 @@ _ROOT_OPERATIONAL: Final = (
     ".cache/harness-import-boundary/",
 )
 _GITLINK: Final = "160000"
+_SYMLINK: Final = "120000"
 # The empty tree of each object format: the "parent" of a root commit. Git knows both ids
 # without the object being stored, so diffing against them writes nothing.
 _EMPTY_TREE: Final = {
@@ -585,3 +588,50 @@ def capture_stable_snapshot(
     if first != second:
         raise GitCheckError("GIT_DIFF_UNSTABLE", "two captures of the changes differ")
     return first
+
+
+@dataclass(frozen=True)
+class Link:
+    """A changed path that is a symbolic link in HEAD, the index or the work tree."""
+
+    path: str
+    targets: tuple[str, ...]
+    """Each target as written: HEAD's, the index's and the work tree's, sorted, each once."""
+    lands: str | None
+    """The work tree link's real path (through every link on the way), absolute; ``None``
+    when the work tree holds no link there."""
+
+
+def symbolic_links(git: Git, root: str, paths: Collection[str]) -> list[Link]:
+    """Which of ``paths`` are symbolic links, and where they point, sorted by path.
+
+    A link's target is its blob (HEAD, index) or ``readlink`` (work tree): what a checkout of
+    the change, and what the test command, would follow.
+
+    Raises:
+        GitCheckError: a failing git command or an unsafe index entry.
+    """
+    wanted = set(paths)
+    blobs: set[tuple[str, str]] = set()
+    for entry in git.run("ls-tree", "-r", "-z", "--full-tree", "HEAD").stdout.split(b"\0"):
+        header, _, raw_path = entry.partition(b"\t")
+        if header.startswith(_SYMLINK.encode()):
+            path = raw_path.decode("utf-8", "replace")
+            if path in wanted:
+                blobs.add((path, header.decode("ascii").split(" ")[2]))
+    blobs.update(
+        (path, blob) for mode, blob, path in _index_entries(git) if mode == _SYMLINK and path in wanted
+    )
+    targets: dict[str, set[str]] = {}
+    for path, blob in blobs:
+        targets.setdefault(path, set()).add(os.fsdecode(git.run("cat-file", "blob", blob).stdout))
+    landing: dict[str, str] = {}
+    for path in wanted:
+        full = os.path.join(root, path)
+        if os.path.islink(full):
+            targets.setdefault(path, set()).add(os.readlink(full))
+            landing[path] = os.path.realpath(full)
+    return [
+        Link(path=path, targets=tuple(sorted(found)), lands=landing.get(path))
+        for path, found in sorted(targets.items())
+    ]

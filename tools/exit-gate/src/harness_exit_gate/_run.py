@@ -31,6 +31,7 @@ from harness_exit_gate._git import (
     local_base,
     read_state,
     resolve_base,
+    symbolic_links,
     top_level,
 )
 from harness_exit_gate._manifest_file import read_manifest_bytes
@@ -56,7 +57,14 @@ from harness_exit_gate._report import (
     validate_run_preflight_report,
     validate_run_report,
 )
-from harness_exit_gate._trust import PROTECTED_PATHS, base_manifest_bytes, gate_inside_checkout, is_protected
+from harness_exit_gate._trust import (
+    PROTECTED_PATHS,
+    base_manifest_bytes,
+    gate_inside_checkout,
+    is_attributes_file,
+    is_protected,
+    link_escape,
+)
 from harness_kernel.events import (
     ErrorData,
     Event,
@@ -83,6 +91,8 @@ _BLOCKING: Final = frozenset(
     (
         "PATH_SCOPE_VIOLATION",
         "PROTECTED_PATH_VIOLATION",
+        "GITATTRIBUTES_CHANGED",
+        "SYMLINK_TARGET_VIOLATION",
         "POST_TEST_PATH_SCOPE_VIOLATION",
         "PROCESS_EXEC_DENIED",
         "PROCESS_EXEC_APPROVAL_REQUIRED",
@@ -160,6 +170,8 @@ class _Run:
     errors_emitted: set[str] = field(default_factory=set[str])
     task: TaskManifest | None = None
     root: str | None = None
+    # Why each changed symbolic link found so far reaches beyond the scope.
+    escaping_links: dict[str, str] = field(default_factory=dict[str, str])
 
     # -------------------------------------------------------------- events
 
@@ -303,11 +315,30 @@ class _Run:
             if _reserved(path) or is_protected(path) or not path_allowed(allowed, path)
         ]
 
+    def content_violations(self, context: _Context, snapshot: Snapshot, scoped: list[str]) -> list[str]:
+        """Changed paths inside the scope that still reach beyond it: attributes and links.
+
+        Raises:
+            GitCheckError: a failing git command while reading link targets.
+        """
+        assert self.task is not None
+        inside = [path for path in snapshot.policy_paths if path not in set(scoped)]
+        found = [path for path in inside if is_attributes_file(path)]
+        candidates = [path for path in inside if path not in found]
+        for link in symbolic_links(context.git, context.root, candidates):
+            reason = link_escape(context.root, link, self.task.allowed_paths)
+            if reason is not None:
+                self.escaping_links[link.path] = reason
+                found.append(link.path)
+        return found
+
     def scope_decision(self, subject: str, violations: list[str]) -> None:
         if violations:
             where = "outside allowed_paths"
             if any(is_protected(path) and not _reserved(path) for path in violations):
                 where += " or under the gate's protected paths"
+            if any(is_attributes_file(path) or path in self.escaping_links for path in violations):
+                where += ", or .gitattributes and links that reach beyond the scope"
             self.decision(
                 "workspace.path_scope", subject, "deny", f"{len(violations)} changed path(s) {where}"
             )
@@ -323,10 +354,12 @@ def _reserved(path: str) -> bool:
 
 
 def _scope_failures(run: _Run, violations: list[str]) -> None:
-    """Pre-test step 6: protected paths first (the clearer reason), then the rest of the scope."""
+    """Pre-test step 6: protected paths first (the clearer reason), attributes, links, the rest."""
     assert run.task is not None
     protected = [path for path in violations if is_protected(path) and not _reserved(path)]
-    others = [path for path in violations if path not in protected]
+    attributes = [path for path in violations if path not in protected and is_attributes_file(path)]
+    links = [path for path in violations if path in run.escaping_links and path not in protected]
+    others = [path for path in violations if path not in {*protected, *attributes, *links}]
     if protected:
         own = f"tasks/{run.task.id}.yaml"
         message = (
@@ -336,6 +369,17 @@ def _scope_failures(run: _Run, violations: list[str]) -> None:
         if own in protected:
             message += f"; {own} is this task's merged manifest, which a branch never edits"
         run.fail("policy", "PROTECTED_PATH_VIOLATION", message)
+    if attributes:
+        message = (
+            "changed .gitattributes, which decide what git shows, exports and runs as filters,"
+            " so no task may change one: " + ", ".join(attributes)
+        )
+        run.fail("policy", "GITATTRIBUTES_CHANGED", message)
+    if links:
+        message = "symbolic links that reach beyond the task's scope: " + "; ".join(
+            run.escaping_links[path] for path in links
+        )
+        run.fail("policy", "SYMLINK_TARGET_VIOLATION", message)
     if others:
         message = "changed paths outside allowed_paths: " + ", ".join(others)
         run.fail("policy", "PATH_SCOPE_VIOLATION", message)
@@ -404,6 +448,12 @@ def _snapshot(run: _Run, context: _Context, subject: str) -> tuple[Snapshot | No
         run.fail("git", error.code, error.message)
         return None, []
     violations = run.violations(snapshot)
+    try:
+        violations = sorted({*violations, *run.content_violations(context, snapshot, violations)})
+    except GitCheckError as error:
+        run.decision("workspace.path_scope", subject, "deny", error.message)
+        run.fail("git", error.code, error.message)
+        return None, []
     run.scope_decision(subject, violations)
     return snapshot, violations
 
