@@ -136,6 +136,26 @@ async def test_an_endless_response_fails_as_too_large_once_past_its_limit(provid
 
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_an_endless_stream_of_tiny_deltas_fails_at_the_event_limit(provider: str) -> None:
+    limits = StreamLimits(max_events=500)
+    start, delta = (
+        (sse(openai_chunk({"role": "assistant"})), sse(openai_chunk({"content": "y"})))
+        if provider == "openai"
+        else (
+            anthropic_start({"type": "text", "text": ""}),
+            anthropic_delta({"type": "text_delta", "text": "y"}),
+        )
+    )
+    frames: list[ModelEvent] = []
+    async with fake_provider() as server, HttpSseTransport(TIMEOUTS) as transport:
+        server.script(Reply(chunks=[start], forever=delta))
+        with pytest.raises(ModelError, match="more than 500 events") as caught:
+            await drain(adapter(provider, server.url, transport, limits), frames)
+    assert caught.value.code == MODEL_STREAM_TOO_LARGE
+    assert len(frames) < 500
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_an_endless_body_of_keep_alive_comments_fails_at_the_body_limit(provider: str) -> None:
     limits = StreamLimits(max_response_bytes=256 * 1024)
     async with fake_provider() as server:
@@ -152,6 +172,8 @@ def test_stream_limits_refuse_nonsense() -> None:
     for bad in (0, -1, 2**40, 1.5, True):
         with pytest.raises(ValueError, match="max_text_bytes"):
             StreamLimits(max_text_bytes=bad)  # pyright: ignore[reportArgumentType]
+        with pytest.raises(ValueError, match="max_events"):
+            StreamLimits(max_events=bad)  # pyright: ignore[reportArgumentType]
 
 
 # ---------------------------------------------------------------- the key echoed in the text

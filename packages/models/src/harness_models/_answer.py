@@ -19,7 +19,7 @@ from harness_kernel.events import REDACTED
 from harness_kernel.models import TextDeltaFrame, normalize_model_text_deltas
 from harness_models._errors import MODEL_STREAM_TOO_LARGE, ModelError
 
-__all__ = ["MIN_SECRET_CHARS", "AnswerText", "stream_too_large", "utf8_length"]
+__all__ = ["MIN_SECRET_CHARS", "AnswerText", "stream_too_large", "too_many_events", "utf8_length"]
 
 MIN_SECRET_CHARS: Final = 8
 """A shorter key is not looked for in the text: blanking it would mangle ordinary words."""
@@ -35,6 +35,11 @@ def stream_too_large(what: str, limit: int) -> ModelError:
     return ModelError(
         MODEL_STREAM_TOO_LARGE, f"the model's response carries more than {limit} bytes of {what}"
     )
+
+
+def too_many_events(limit: int) -> ModelError:
+    """The ``MODEL_STREAM_TOO_LARGE`` error of a response of more than ``limit`` events."""
+    return ModelError(MODEL_STREAM_TOO_LARGE, f"the model's response carries more than {limit} events")
 
 
 def _start_of_secret(text: str, secret: str) -> int:
