@@ -167,10 +167,20 @@ def test_the_key_comes_from_its_file_without_one_line_ending(tmp_path: Path, con
     assert api_key_from_file(str(key_file(tmp_path, content))).reveal() == SECRET
 
 
-def test_a_key_file_may_be_reached_through_a_link_as_mounted_secrets_are(tmp_path: Path) -> None:
+def test_a_key_file_reached_through_a_link_is_refused(tmp_path: Path) -> None:
     link = tmp_path / "link"
     link.symlink_to(key_file(tmp_path, SECRET.encode()))
-    assert api_key_from_file(str(link)).reveal() == SECRET
+    with pytest.raises(ModelError, match="cannot be opened") as caught:
+        api_key_from_file(str(link))
+    assert caught.value.code == MODEL_CONFIG_INVALID
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_key_file_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    path = key_file(tmp_path, SECRET.encode())
+    os.chown(path, 4242, -1)
+    with pytest.raises(ModelError, match="is not owned by this user"):
+        api_key_from_file(str(path))
 
 
 @pytest.mark.parametrize(

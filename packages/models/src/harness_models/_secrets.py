@@ -92,24 +92,29 @@ def _read_all(descriptor: int) -> bytes:
 def api_key_from_file(path: str) -> ApiKey:
     """The API key in the file at ``path``: its one line, without the line ending.
 
-    The file may be reached through a symbolic link (a mounted secret usually is) but must be
-    a regular file, and nobody but its owner may read or write it (mode ``0600`` or ``0400``):
-    a key other accounts can read is a key already leaked.
+    The rules of agent-server's token file, as ssh has them for a private key: a regular file
+    (not a symbolic link, which another account might point elsewhere), owned by this
+    process's user, that nobody else may read or write (mode ``0600`` or ``0400``): a key
+    other accounts can read is a key already leaked. A secret mounted as a link or shared
+    with a group is handed over by descriptor instead (:func:`api_key_from_descriptor`).
 
     Raises:
         ModelError: ``MODEL_CONFIG_INVALID`` naming the path (never the content): it cannot
-            be opened, is not a regular file, is readable or writable by group or others,
-            is empty, longer than :data:`MAX_KEY_FILE_BYTES`, or not one key.
+            be opened (a link cannot), is not a regular file, is not this user's, is open to
+            group or others, is empty, longer than :data:`MAX_KEY_FILE_BYTES`, or not one key.
     """
     source = f"the API key file {path!r}"
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+        descriptor = os.open(path, flags)
     except OSError as error:
         raise ModelError(MODEL_CONFIG_INVALID, f"{source} cannot be opened ({error.strerror})") from None
     try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             raise ModelError(MODEL_CONFIG_INVALID, f"{source} is not a regular file")
+        if status.st_uid != os.geteuid():
+            raise ModelError(MODEL_CONFIG_INVALID, f"{source} is not owned by this user")
         if status.st_mode & 0o077:
             raise ModelError(
                 MODEL_CONFIG_INVALID,
