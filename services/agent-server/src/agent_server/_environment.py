@@ -28,6 +28,7 @@ class Environment:
     outbound_stall_ms: int | None = None
     model: str | None = None
     model_base_url: str | None = None
+    model_api_key_file: str | None = None
     database_url: str | None = field(default=None, repr=False)
 
 
@@ -99,6 +100,7 @@ def read_environment(
         outbound_stall_ms=_read_outbound_stall_ms(environ),
         model=_non_empty(environ, "HARNESS_MODEL"),
         model_base_url=_non_empty(environ, "HARNESS_MODEL_BASE_URL"),
+        model_api_key_file=_non_empty(environ, "HARNESS_MODEL_API_KEY_FILE"),
         database_url=_database_url(environ),
     )
 
