@@ -101,9 +101,9 @@ async def test_a_key_the_provider_echoes_reaches_neither_client_nor_store_and_bo
             provider="openai-compatible",
             model="local-model",
             base_url=provider.url + "/v1",
-            api_key_file=str(key_file(tmp_path)),
+            api_key_env="LOCAL_MODEL_KEY",
         )
-        models = {MODEL: model_factory(spec, {})}
+        models = {MODEL: model_factory(spec, {"LOCAL_MODEL_KEY": KEY})}
         async with (
             running(models=models, db_path=None, session_store=store) as handle,
             handle.connect() as client,
@@ -121,6 +121,19 @@ async def test_a_key_the_provider_echoes_reaches_neither_client_nor_store_and_bo
     assert KEY not in json.dumps(notes)
     assert KEY not in json.dumps(result)
     assert all(KEY not in serialize_event(item.event).decode() for item in stored)
+
+
+async def test_the_prompts_answer_is_redacted_as_its_stored_message(running: ServerFactory) -> None:
+    async with fake_provider() as provider:
+        provider.script(Reply(chunks=[answer("Log in with password=hunter2-secret now.")]))
+        spec = ModelSpec(provider="openai-compatible", model="local-model", base_url=provider.url + "/v1")
+        async with running(models={MODEL: model_factory(spec, {})}) as handle, handle.connect() as client:
+            await client.initialize()
+            session = (await client.request("session/new", {"workspace": "ws"}))["sessionId"]
+            result, notes = await client.prompt(session, "how do I log in?")
+    (message,) = [data for data in events_of(notes, "message.completed") if data["role"] == "assistant"]
+    assert message["content"] == f"Log in with password={REDACTED} now."
+    assert result["finalText"] == message["content"]
 
 
 async def test_serve_with_a_key_file_sends_the_key_and_keeps_it_out_of_its_environment(
