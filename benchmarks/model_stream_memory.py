@@ -73,7 +73,10 @@ async def endless_provider(stream: trio.SocketStream, delta_chars: int) -> None:
         received += piece
     head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     role = {"id": "c", "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
-    delta = {"id": "c", "choices": [{"index": 0, "delta": {"content": "x" * delta_chars}, "finish_reason": None}]}
+    delta = {
+        "id": "c",
+        "choices": [{"index": 0, "delta": {"content": "x" * delta_chars}, "finish_reason": None}],
+    }
     burst = _event(delta) * 64
     try:
         await stream.send_all(head + _event(role))
@@ -100,21 +103,24 @@ async def child(variant: str, seconds: float, delta_chars: int, client_mode: str
         async with trio.open_nursery() as nursery:
             listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
             port = listeners[0].socket.getsockname()[1]
-            nursery.start_soon(trio.serve_listeners, lambda s: endless_provider(s, delta_chars), listeners)
+
+            async def answer(stream: trio.SocketStream) -> None:
+                await endless_provider(stream, delta_chars)
+
+            nursery.start_soon(trio.serve_listeners, answer, listeners)
             spec = ModelSpec(
                 provider="openai-compatible",
                 model="endless",
                 base_url=f"http://127.0.0.1:{port}/v1",
                 stream_limits=limits,
             )
-            store = {"db_path": str(Path(folder) / "sessions.sqlite")} if store_kind == "sqlite" else {}
             config = ServerConfig(
                 port=0,
                 workspace_root=str(root),
+                db_path=str(Path(folder) / "sessions.sqlite") if store_kind == "sqlite" else None,
                 persistence=store_kind == "sqlite",
                 tools=catalogue_provider(["echo"]),
                 models={MODEL: model_factory(spec, {})},
-                **store,
             )
             handle: ServerHandle = await nursery.start(serve, config)
 
@@ -152,7 +158,7 @@ async def child(variant: str, seconds: float, delta_chars: int, client_mode: str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="What an endless model answer costs agent-server in memory.")
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--delta-chars", type=int, default=400)
     parser.add_argument("--client", choices=["reading", "stalled"], default="reading")
@@ -161,7 +167,12 @@ def main() -> None:
     arguments = parser.parse_args()
     if arguments.variant is not None:
         trio.run(
-            child, arguments.variant, arguments.seconds, arguments.delta_chars, arguments.client, arguments.store
+            child,
+            arguments.variant,
+            arguments.seconds,
+            arguments.delta_chars,
+            arguments.client,
+            arguments.store,
         )
         return
     for variant in ("limited", "unlimited"):
