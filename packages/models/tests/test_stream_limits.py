@@ -36,7 +36,7 @@ from harness_models import (
     StreamLimits,
     Timeouts,
 )
-from harness_models._answer import AnswerText
+from harness_models._answer import Answer
 
 KEY = "sk-echoed-0123456789abcdef"
 SMALL = StreamLimits(
@@ -228,7 +228,7 @@ def test_the_answer_text_never_hands_on_the_key_however_it_is_split(
     before: str, after: str, cuts: list[int]
 ) -> None:
     said = before + KEY + after + KEY[:-1]
-    answer = AnswerText(max_bytes=10_000, secret=KEY)
+    answer = Answer(StreamLimits(), secret=KEY)
     handed: list[str] = []
     for piece in split_into(said, cuts):
         handed.extend(frame.delta for frame in answer.add(piece))

@@ -13,7 +13,6 @@ from harness_kernel.models import (
     ToolNameAliases,
     raise_if_aborted,
 )
-from harness_models._answer import too_many_events
 from harness_models._anthropic_wire import StreamDecoder, aliases_for, request_body
 from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._retry import retried_until_aborted
@@ -177,12 +176,9 @@ class AnthropicModel:
 async def _attempt(transport: SseTransport, call: _Call) -> AsyncIterator[ModelEvent]:
     """One attempt: the text deltas while the stream is open, then the calls and the completion."""
     decoder = StreamDecoder(call.aliases, secret=call.secret, limits=call.limits)
-    events_left = call.limits.max_events
     async with transport.stream(call.url, headers=call.headers, body=call.body) as events:
         async for event in events:
-            events_left -= 1
-            if events_left < 0:
-                raise too_many_events(call.limits.max_events)
+            decoder.answer.count_event()
             for frame in decoder.feed(event):
                 yield frame
             if decoder.stopped:

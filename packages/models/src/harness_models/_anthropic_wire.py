@@ -32,7 +32,7 @@ from harness_kernel.models import (
     Usage,
     UserMessage,
 )
-from harness_models._answer import AnswerText, stream_too_large, utf8_length
+from harness_models._answer import Answer
 from harness_models._errors import (
     MODEL_OVERLOADED,
     MODEL_PROVIDER_ERROR,
@@ -317,8 +317,7 @@ class StreamDecoder:
     aliases: ToolNameAliases
     secret: str | None = None
     limits: StreamLimits = field(default_factory=StreamLimits)
-    text: AnswerText = field(init=False)
-    argument_bytes: int = 0
+    answer: Answer = field(init=False)
     message_id: str | None = None
     stopped: bool = False
     stop_reason: str | None = None
@@ -328,7 +327,7 @@ class StreamDecoder:
     open_blocks: set[int] = field(default_factory=set[int])
 
     def __post_init__(self) -> None:
-        self.text = AnswerText(max_bytes=self.limits.max_text_bytes, secret=self.secret)
+        self.answer = Answer(self.limits, secret=self.secret)
 
     def feed(self, sse: SseEvent) -> Iterator[TextDeltaFrame]:
         """Take one server-sent event; yield the text deltas it carries.
@@ -396,14 +395,12 @@ class StreamDecoder:
         elif delta.type == "input_json_delta":
             if type(block) is not _ToolUse or delta.partial_json is None:
                 raise _invalid(f"input_json_delta for block {index}, which is not a tool_use block")
-            self.argument_bytes += utf8_length(delta.partial_json)
-            if self.argument_bytes > self.limits.max_argument_bytes:
-                raise stream_too_large("tool-call arguments", self.limits.max_argument_bytes)
+            self.answer.count_arguments(delta.partial_json)
             block.fragments.append(delta.partial_json)
         # Other deltas (thinking, signatures, citations, new kinds) carry nothing we show.
 
     def _text(self, text: str) -> Iterator[TextDeltaFrame]:
-        yield from self.text.add(text)
+        yield from self.answer.add(text)
 
     def _count(self, usage: _Usage) -> None:
         # message_delta counts are cumulative: the last one wins, field by field.
@@ -442,13 +439,13 @@ class StreamDecoder:
         elif finish == "stop" and any(type(use) is _ToolUse for use in uses):
             raise _invalid(f"stop_reason {self.stop_reason} with a tool_use block")
         # length / error: a call the provider cut short is never run; the finish fails the run.
-        yield from self.text.end()
+        yield from self.answer.end()
         for call in calls:
             yield ToolCallFrame(call)
         yield ResponseCompletedFrame(
             CompletionResponse(
                 id=self.message_id,
-                content=self.text.content,
+                content=self.answer.content,
                 tool_calls=calls,
                 usage=self._usage(),
                 finish_reason=finish,

@@ -12,7 +12,6 @@ from contextlib import aclosing
 from typing import Final, TypeVar
 
 from harness_kernel.models import ModelEvent, ModelRequest, ToolNameAliases, raise_if_aborted
-from harness_models._answer import too_many_events
 from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._openai_wire import ChunkAssembler, MaxTokensField, aliases_for, encode_body
 from harness_models._retry import retried_until_aborted
@@ -156,12 +155,9 @@ class OpenAIChatModel:
         """One request: its events become frames; leaving closes the stream at once."""
         secret = None if self._api_key is None else self._api_key.reveal()
         assembler = ChunkAssembler(aliases, secret=secret, limits=self._limits)
-        events_left = self._limits.max_events
         async with transport.stream(self._url, headers=self._headers, body=body) as events:
             async for event in events:
-                events_left -= 1
-                if events_left < 0:
-                    raise too_many_events(self._limits.max_events)
+                assembler.answer.count_event()
                 if event.event == "error":
                     raise assembler.error_event(event.data)
                 if event.event != "message":

@@ -31,7 +31,7 @@ from harness_kernel.models import (
     Usage,
     UserMessage,
 )
-from harness_models._answer import AnswerText, stream_too_large, utf8_length
+from harness_models._answer import Answer
 from harness_models._errors import (
     MODEL_CONFIG_INVALID,
     MODEL_PROVIDER_ERROR,
@@ -281,10 +281,8 @@ class ChunkAssembler:
         self._aliases = aliases
         self._secret = secret
         self._id: str | None = None
-        self._text = AnswerText(max_bytes=limits.max_text_bytes, secret=secret)
+        self.answer = Answer(limits, secret=secret)
         self._calls: dict[int, _PendingCall] = {}
-        self._argument_bytes = 0
-        self._max_argument_bytes = limits.max_argument_bytes
         self._finish: str | None = None
         self._usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         self.done = False
@@ -337,7 +335,7 @@ class ChunkAssembler:
         for fragment in delta.tool_calls or ():
             self._take_call_fragment(fragment)
         text = (delta.content or "") + (delta.refusal or "")
-        return self._text.add(text) if text else []
+        return self.answer.add(text) if text else []
 
     def _take_call_fragment(self, fragment: _ToolCallDelta) -> None:
         pending = self._calls.setdefault(fragment.index, _PendingCall())
@@ -353,9 +351,7 @@ class ChunkAssembler:
                 raise _invalid(f"tool call {fragment.index} changes its name")
             pending.name = function.name
         if function.arguments:
-            self._argument_bytes += utf8_length(function.arguments)
-            if self._argument_bytes > self._max_argument_bytes:
-                raise stream_too_large("tool-call arguments", self._max_argument_bytes)
+            self.answer.count_arguments(function.arguments)
             pending.fragments.append(function.arguments)
 
     def finish(self) -> list[ModelEvent]:
@@ -379,10 +375,10 @@ class ChunkAssembler:
             finish = "tool_calls"
         elif finish == "tool_calls":
             raise _invalid("the finish reason is tool_calls but no tool call was streamed")
-        held = self._text.end()
+        held = self.answer.end()
         response = CompletionResponse(
             id=self._id or "",
-            content=self._text.content,
+            content=self.answer.content,
             tool_calls=calls,
             usage=self._usage,
             finish_reason=finish,
