@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness_models import MODEL_STREAM_INVALID, ModelError
+from harness_models import MODEL_STREAM_INVALID, MODEL_STREAM_TOO_LARGE, ModelError
 from harness_models._sse import SseParser
 from harness_models._wire import SseEvent
 
@@ -82,18 +82,19 @@ def test_a_partial_line_over_the_limit_is_refused_before_its_end_arrives() -> No
     parser.feed(b"data: " + b"x" * 50)
     with pytest.raises(ModelError) as caught:
         parser.feed(b"x" * 50)
-    assert caught.value.code == MODEL_STREAM_INVALID
+    assert caught.value.code == MODEL_STREAM_TOO_LARGE
 
 
 def test_a_complete_line_over_the_limit_is_refused() -> None:
-    with pytest.raises(ModelError, match="line is longer"):
+    with pytest.raises(ModelError, match="line is longer") as caught:
         parse([b"data: " + b"x" * 100 + b"\n"], max_line_bytes=64)
+    assert caught.value.code == MODEL_STREAM_TOO_LARGE
 
 
 def test_an_event_over_the_limit_is_refused_though_each_line_fits() -> None:
     with pytest.raises(ModelError, match="more than 100 bytes") as caught:
         parse([b"data: 0123456789\n" * 20], max_event_bytes=100)
-    assert caught.value.code == MODEL_STREAM_INVALID
+    assert caught.value.code == MODEL_STREAM_TOO_LARGE
     # The same lines spread over events are fine.
     assert len(parse([b"data: 0123456789\n\n" * 20], max_event_bytes=100)) == 20
 

@@ -26,6 +26,7 @@ ENVIRONMENT_OF_OPTION = {
     "--model": "HARNESS_MODEL",
     "--base-url": "HARNESS_MODEL_BASE_URL",
     "--api-key-env": "OPENAI_API_KEY",
+    "--api-key-file": "HARNESS_MODEL_API_KEY_FILE",
     "--database-url": "HARNESS_DATABASE_URL",
 }
 

@@ -18,18 +18,24 @@ from harness_models._errors import (
     MODEL_RATE_LIMITED,
     MODEL_SERVER_ERROR,
     MODEL_STREAM_INVALID,
+    MODEL_STREAM_TOO_LARGE,
     MODEL_TIMEOUT,
     MODEL_TOOL_ARGUMENTS_INVALID,
     ModelError,
 )
 from harness_models._openai import OPENAI_BASE_URL, OpenAIChatModel
 from harness_models._retry import stream_with_retries
-from harness_models._secrets import api_key_from_environment, check_base_url
+from harness_models._secrets import (
+    api_key_from_descriptor,
+    api_key_from_environment,
+    api_key_from_file,
+    check_base_url,
+)
 from harness_models._spec import MODEL_PROVIDERS, ModelSpec, model_factory, parse_model_spec
 from harness_models._sse import SseParser
 from harness_models._transport import HttpSseTransport
 from harness_models._version import __version__
-from harness_models._wire import ApiKey, RetryPolicy, SseEvent, SseTransport, Timeouts
+from harness_models._wire import ApiKey, RetryPolicy, SseEvent, SseTransport, StreamLimits, Timeouts
 
 __all__ = [
     "ANTHROPIC_API_VERSION",
@@ -45,6 +51,7 @@ __all__ = [
     "MODEL_RATE_LIMITED",
     "MODEL_SERVER_ERROR",
     "MODEL_STREAM_INVALID",
+    "MODEL_STREAM_TOO_LARGE",
     "MODEL_TIMEOUT",
     "MODEL_TOOL_ARGUMENTS_INVALID",
     "OPENAI_BASE_URL",
@@ -58,9 +65,12 @@ __all__ = [
     "SseEvent",
     "SseParser",
     "SseTransport",
+    "StreamLimits",
     "Timeouts",
     "__version__",
+    "api_key_from_descriptor",
     "api_key_from_environment",
+    "api_key_from_file",
     "check_base_url",
     "model_factory",
     "parse_model_spec",

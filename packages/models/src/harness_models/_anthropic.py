@@ -18,7 +18,14 @@ from harness_models._errors import MODEL_CONFIG_INVALID, ModelError
 from harness_models._retry import retried_until_aborted
 from harness_models._secrets import check_base_url
 from harness_models._transport import HttpSseTransport
-from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts, checked_extra_headers
+from harness_models._wire import (
+    ApiKey,
+    RetryPolicy,
+    SseTransport,
+    StreamLimits,
+    Timeouts,
+    checked_extra_headers,
+)
 
 __all__ = ["ANTHROPIC_API_VERSION", "AnthropicModel"]
 
@@ -37,6 +44,8 @@ class _Call:
     headers: Mapping[str, str]
     body: bytes
     aliases: ToolNameAliases
+    secret: str | None
+    limits: StreamLimits
 
 
 @final
@@ -61,6 +70,9 @@ class AnthropicModel:
         max_tokens: ``max_tokens`` when neither the request nor its provider options set it.
         extra_headers: More request headers (``anthropic-beta``, say); they cannot replace
             the key, version, content type or accept headers.
+        allow_insecure_http: Allow plain ``http`` to a non-loopback host.
+        stream_limits: The most text, tool-input and body bytes one response may carry
+            (``MODEL_STREAM_TOO_LARGE`` past them; the body limit is the default transport's).
 
     Raises:
         ModelError: ``MODEL_CONFIG_INVALID`` for an empty model or base URL, a
@@ -72,6 +84,7 @@ class AnthropicModel:
         "_base_url",
         "_extra_headers",
         "_key",
+        "_limits",
         "_max_tokens",
         "_model",
         "_retry",
@@ -91,6 +104,7 @@ class AnthropicModel:
         max_tokens: int = 4096,
         extra_headers: Mapping[str, str] | None = None,
         allow_insecure_http: bool = False,
+        stream_limits: StreamLimits = StreamLimits(),  # noqa: B008 - frozen, so one shared default is safe
     ) -> None:
         if type(model) is not str or not model.strip():
             raise ModelError(MODEL_CONFIG_INVALID, "the model name must be a non-empty string")
@@ -100,6 +114,8 @@ class AnthropicModel:
             raise ModelError(MODEL_CONFIG_INVALID, "the API key must be an ApiKey")
         if type(max_tokens) is not int or max_tokens < 1:
             raise ModelError(MODEL_CONFIG_INVALID, "max_tokens must be a positive int")
+        if type(stream_limits) is not StreamLimits:
+            raise ModelError(MODEL_CONFIG_INVALID, "stream_limits must be a StreamLimits")
         self._model = model
         self._key = api_key
         self._base_url = check_base_url(base_url, allow_insecure_http=allow_insecure_http)
@@ -107,6 +123,7 @@ class AnthropicModel:
         self._retry = retry
         self._timeouts = timeouts
         self._max_tokens = max_tokens
+        self._limits = stream_limits
         self._extra_headers = checked_extra_headers(extra_headers, _OWN_HEADERS)
 
     def __repr__(self) -> str:
@@ -126,7 +143,9 @@ class AnthropicModel:
         call = self._prepare(request)
         transport = self._transport
         if transport is None:
-            transport = self._transport = _default_transport(self._timeouts)
+            transport = self._transport = HttpSseTransport(
+                self._timeouts, max_response_bytes=self._limits.max_response_bytes
+            )
         frames = retried_until_aborted(lambda: _attempt(transport, call), self._retry, signal)
         async with aclosing(frames):
             async for frame in frames:
@@ -141,23 +160,28 @@ class AnthropicModel:
             "content-type": "application/json",
             "accept": "text/event-stream",
         }
-        if self._key is not None:
-            headers["x-api-key"] = self._key.reveal()
-        return _Call(url=self._base_url + _MESSAGES_PATH, headers=headers, body=body, aliases=aliases)
+        secret = None if self._key is None else self._key.reveal()
+        if secret is not None:
+            headers["x-api-key"] = secret
+        return _Call(
+            url=self._base_url + _MESSAGES_PATH,
+            headers=headers,
+            body=body,
+            aliases=aliases,
+            secret=secret,
+            limits=self._limits,
+        )
 
 
 async def _attempt(transport: SseTransport, call: _Call) -> AsyncIterator[ModelEvent]:
     """One attempt: the text deltas while the stream is open, then the calls and the completion."""
-    decoder = StreamDecoder(call.aliases)
+    decoder = StreamDecoder(call.aliases, secret=call.secret, limits=call.limits)
     async with transport.stream(call.url, headers=call.headers, body=call.body) as events:
         async for event in events:
+            decoder.answer.count_event()
             for frame in decoder.feed(event):
                 yield frame
             if decoder.stopped:
                 break
     for frame in decoder.finish():
         yield frame
-
-
-def _default_transport(timeouts: Timeouts) -> SseTransport:
-    return HttpSseTransport(timeouts)

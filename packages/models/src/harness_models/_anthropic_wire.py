@@ -31,8 +31,8 @@ from harness_kernel.models import (
     ToolNameAliases,
     Usage,
     UserMessage,
-    normalize_model_text_deltas,
 )
+from harness_models._answer import Answer
 from harness_models._errors import (
     MODEL_OVERLOADED,
     MODEL_PROVIDER_ERROR,
@@ -42,7 +42,7 @@ from harness_models._errors import (
     MODEL_TOOL_ARGUMENTS_INVALID,
     ModelError,
 )
-from harness_models._wire import SseEvent, plain_json
+from harness_models._wire import SseEvent, StreamLimits, plain_json
 from harness_workspace import JsonValue
 
 __all__ = ["RESERVED_BODY_KEYS", "StreamDecoder", "aliases_for", "request_body"]
@@ -305,28 +305,37 @@ class StreamDecoder:
     """The state of one response stream: feed it each event, then ask for the last frames.
 
     Text deltas come out of :meth:`feed` as they arrive; tool calls and the completion come
-    out of :meth:`finish` once ``message_stop`` was seen.
+    out of :meth:`finish` once ``message_stop`` was seen. The text and the tool inputs are
+    counted against ``limits`` as they arrive.
 
     Args:
         aliases: The request's alias table; calls are named with its ``call_name``.
+        secret: The API key, blanked out of the answer's text.
+        limits: The most text and tool-input bytes the response may carry.
     """
 
     aliases: ToolNameAliases
+    secret: str | None = None
+    limits: StreamLimits = field(default_factory=StreamLimits)
+    answer: Answer = field(init=False)
     message_id: str | None = None
     stopped: bool = False
     stop_reason: str | None = None
     usage: _Usage = field(default_factory=_Usage)
     output_tokens: int | None = None
-    text: list[str] = field(default_factory=list[str])
     blocks: dict[int, _ToolUse | str] = field(default_factory=dict[int, "_ToolUse | str"])
     open_blocks: set[int] = field(default_factory=set[int])
+
+    def __post_init__(self) -> None:
+        self.answer = Answer(self.limits, secret=self.secret)
 
     def feed(self, sse: SseEvent) -> Iterator[TextDeltaFrame]:
         """Take one server-sent event; yield the text deltas it carries.
 
         Raises:
             ModelError: ``MODEL_STREAM_INVALID`` for JSON that is not a documented event or
-                an event out of order; the mapped code of an ``error`` event.
+                an event out of order; ``MODEL_STREAM_TOO_LARGE`` past a limit; the mapped
+                code of an ``error`` event.
         """
         if self.stopped:
             raise _invalid("an event followed message_stop")
@@ -386,13 +395,12 @@ class StreamDecoder:
         elif delta.type == "input_json_delta":
             if type(block) is not _ToolUse or delta.partial_json is None:
                 raise _invalid(f"input_json_delta for block {index}, which is not a tool_use block")
+            self.answer.count_arguments(delta.partial_json)
             block.fragments.append(delta.partial_json)
         # Other deltas (thinking, signatures, citations, new kinds) carry nothing we show.
 
     def _text(self, text: str) -> Iterator[TextDeltaFrame]:
-        for piece in normalize_model_text_deltas((text,)):
-            self.text.append(piece)
-            yield TextDeltaFrame(piece)
+        yield from self.answer.add(text)
 
     def _count(self, usage: _Usage) -> None:
         # message_delta counts are cumulative: the last one wins, field by field.
@@ -406,7 +414,8 @@ class StreamDecoder:
         )
 
     def finish(self) -> Iterator[ModelEvent]:
-        """The tool calls, in block order, then the completion (after ``message_stop``).
+        """The text held back, the tool calls in block order, then the completion (after
+        ``message_stop``).
 
         Raises:
             ModelError: ``MODEL_STREAM_INVALID`` when the stream ended early, without a stop
@@ -430,12 +439,13 @@ class StreamDecoder:
         elif finish == "stop" and any(type(use) is _ToolUse for use in uses):
             raise _invalid(f"stop_reason {self.stop_reason} with a tool_use block")
         # length / error: a call the provider cut short is never run; the finish fails the run.
+        yield from self.answer.end()
         for call in calls:
             yield ToolCallFrame(call)
         yield ResponseCompletedFrame(
             CompletionResponse(
                 id=self.message_id,
-                content="".join(self.text),
+                content=self.answer.content,
                 tool_calls=calls,
                 usage=self._usage(),
                 finish_reason=finish,

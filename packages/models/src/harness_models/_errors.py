@@ -16,6 +16,7 @@ __all__ = [
     "MODEL_RATE_LIMITED",
     "MODEL_SERVER_ERROR",
     "MODEL_STREAM_INVALID",
+    "MODEL_STREAM_TOO_LARGE",
     "MODEL_TIMEOUT",
     "MODEL_TOOL_ARGUMENTS_INVALID",
     "ModelError",
@@ -39,6 +40,9 @@ MODEL_CONNECTION_FAILED: Final = "MODEL_CONNECTION_FAILED"
 """The connection failed or dropped (mid-stream too); retried only before the first frame."""
 MODEL_STREAM_INVALID: Final = "MODEL_STREAM_INVALID"
 """The provider's stream is not valid server-sent events or JSON of the documented shape."""
+MODEL_STREAM_TOO_LARGE: Final = "MODEL_STREAM_TOO_LARGE"
+"""One response went past a size limit (its text, its tool-call arguments, one SSE line or
+event, or its whole body); raised as the limit is crossed, never retried."""
 MODEL_TOOL_ARGUMENTS_INVALID: Final = "MODEL_TOOL_ARGUMENTS_INVALID"
 """A tool call's argument fragments do not form a JSON object."""
 MODEL_PROVIDER_ERROR: Final = "MODEL_PROVIDER_ERROR"
@@ -57,6 +61,7 @@ MODEL_ERROR_CODES: Final = frozenset(
         MODEL_TIMEOUT,
         MODEL_CONNECTION_FAILED,
         MODEL_STREAM_INVALID,
+        MODEL_STREAM_TOO_LARGE,
         MODEL_TOOL_ARGUMENTS_INVALID,
         MODEL_PROVIDER_ERROR,
         MODEL_CONFIG_INVALID,

@@ -17,7 +17,14 @@ from harness_models._openai_wire import ChunkAssembler, MaxTokensField, aliases_
 from harness_models._retry import retried_until_aborted
 from harness_models._secrets import check_base_url
 from harness_models._transport import HttpSseTransport
-from harness_models._wire import ApiKey, RetryPolicy, SseTransport, Timeouts, checked_extra_headers
+from harness_models._wire import (
+    ApiKey,
+    RetryPolicy,
+    SseTransport,
+    StreamLimits,
+    Timeouts,
+    checked_extra_headers,
+)
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIChatModel"]
 
@@ -53,6 +60,8 @@ class OpenAIChatModel:
             every compatible server reads) or ``max_completion_tokens`` (what OpenAI's
             reasoning models require).
         allow_insecure_http: Allow plain ``http`` to a non-loopback host.
+        stream_limits: The most text, argument and body bytes one response may carry
+            (``MODEL_STREAM_TOO_LARGE`` past them; the body limit is the default transport's).
 
     Raises:
         ModelError: ``MODEL_CONFIG_INVALID`` for any unusable argument.
@@ -61,6 +70,7 @@ class OpenAIChatModel:
     __slots__ = (
         "_api_key",
         "_headers",
+        "_limits",
         "_max_tokens_field",
         "_retry",
         "_timeouts",
@@ -82,6 +92,7 @@ class OpenAIChatModel:
         extra_headers: Mapping[str, str] | None = None,
         max_tokens_field: MaxTokensField = "max_tokens",
         allow_insecure_http: bool = False,
+        stream_limits: StreamLimits = StreamLimits(),  # noqa: B008 - frozen, shared safely
     ) -> None:
         if type(model) is not str or not model.strip() or len(model) > 256:
             raise _config("model must be a non-empty str of at most 256 characters")
@@ -89,6 +100,8 @@ class OpenAIChatModel:
             raise _config("api_key must be an ApiKey or None")
         if type(retry) is not RetryPolicy or type(timeouts) is not Timeouts:
             raise _config("retry must be a RetryPolicy and timeouts a Timeouts")
+        if type(stream_limits) is not StreamLimits:
+            raise _config("stream_limits must be a StreamLimits")
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             raise _config("max_tokens_field must be 'max_tokens' or 'max_completion_tokens'")
         self.model = model
@@ -100,6 +113,7 @@ class OpenAIChatModel:
         self._transport = transport
         self._retry = retry
         self._timeouts = timeouts
+        self._limits = stream_limits
         self._max_tokens_field: MaxTokensField = max_tokens_field
         self._headers = _headers(api_key, extra_headers)
 
@@ -130,7 +144,9 @@ class OpenAIChatModel:
 
     def _transport_for_use(self) -> SseTransport:
         if self._transport is None:
-            self._transport = HttpSseTransport(self._timeouts)
+            self._transport = HttpSseTransport(
+                self._timeouts, max_response_bytes=self._limits.max_response_bytes
+            )
         return self._transport
 
     async def _attempt(
@@ -138,9 +154,10 @@ class OpenAIChatModel:
     ) -> AsyncIterator[ModelEvent]:
         """One request: its events become frames; leaving closes the stream at once."""
         secret = None if self._api_key is None else self._api_key.reveal()
-        assembler = ChunkAssembler(aliases, secret=secret)
+        assembler = ChunkAssembler(aliases, secret=secret, limits=self._limits)
         async with transport.stream(self._url, headers=self._headers, body=body) as events:
             async for event in events:
+                assembler.answer.count_event()
                 if event.event == "error":
                     raise assembler.error_event(event.data)
                 if event.event != "message":

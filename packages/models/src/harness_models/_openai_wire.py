@@ -30,8 +30,8 @@ from harness_kernel.models import (
     ToolNameAliases,
     Usage,
     UserMessage,
-    normalize_model_text_deltas,
 )
+from harness_models._answer import Answer
 from harness_models._errors import (
     MODEL_CONFIG_INVALID,
     MODEL_PROVIDER_ERROR,
@@ -39,7 +39,7 @@ from harness_models._errors import (
     ModelError,
 )
 from harness_models._errors import MODEL_TOOL_ARGUMENTS_INVALID as ARGUMENTS_INVALID
-from harness_models._wire import plain_json
+from harness_models._wire import StreamLimits, plain_json
 from harness_workspace import JsonValue
 
 __all__ = [
@@ -60,8 +60,6 @@ MaxTokensField: TypeAlias = Literal["max_tokens", "max_completion_tokens"]
 RESERVED_BODY_KEYS: Final = frozenset({"model", "messages", "tools", "stream", "stream_options", "n"})
 """Body keys the adapter owns; ``provider_options`` may not set them (nor the max-tokens field)."""
 
-# The most argument text one answer may stream: the runtime's whole tool transcript is 4 MiB.
-MAX_ARGUMENT_CHARS: Final = 4 * 1_048_576
 # How much of a provider's error text an exception message carries.
 MAX_ERROR_EXCERPT: Final = 300
 _MAX_COUNT: Final = 2**53 - 1
@@ -270,20 +268,21 @@ class ChunkAssembler:
 
     :meth:`feed` takes one payload and returns the text frames it carries (tool-call
     fragments are only collected); :meth:`finish` returns the tool-call frames and the
-    completion once the stream ended with ``[DONE]``.
+    completion once the stream ended with ``[DONE]``. The text and the arguments are
+    counted against ``limits`` as they arrive.
 
     Args:
         aliases: The request's alias table, to map returned names back (``call_name``).
-        secret: The API key, blanked out of any provider error text.
+        secret: The API key, blanked out of any provider error text and of the answer's text.
+        limits: The most text and argument bytes the response may carry.
     """
 
-    def __init__(self, aliases: ToolNameAliases, *, secret: str | None) -> None:
+    def __init__(self, aliases: ToolNameAliases, *, secret: str | None, limits: StreamLimits) -> None:
         self._aliases = aliases
         self._secret = secret
         self._id: str | None = None
-        self._text: list[str] = []
+        self.answer = Answer(limits, secret=secret)
         self._calls: dict[int, _PendingCall] = {}
-        self._argument_chars = 0
         self._finish: str | None = None
         self._usage = Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         self.done = False
@@ -302,7 +301,7 @@ class ChunkAssembler:
         Raises:
             ModelError: ``MODEL_STREAM_INVALID`` (not JSON of the documented shape, a second
                 choice, anything after ``[DONE]``), ``MODEL_PROVIDER_ERROR`` (an ``error``
-                object), ``MODEL_TOOL_ARGUMENTS_INVALID`` (more argument text than allowed).
+                object), ``MODEL_STREAM_TOO_LARGE`` (more text or argument bytes than allowed).
         """
         if self.done:
             raise _invalid("the stream went on after [DONE]")
@@ -332,14 +331,11 @@ class ChunkAssembler:
                 frames.extend(self._take_delta(choice.delta))
         return frames
 
-    def _take_delta(self, delta: _Delta) -> list[ModelEvent]:
+    def _take_delta(self, delta: _Delta) -> list[TextDeltaFrame]:
         for fragment in delta.tool_calls or ():
             self._take_call_fragment(fragment)
         text = (delta.content or "") + (delta.refusal or "")
-        if not text:
-            return []
-        self._text.append(text)
-        return [TextDeltaFrame(piece) for piece in normalize_model_text_deltas((text,))]
+        return self.answer.add(text) if text else []
 
     def _take_call_fragment(self, fragment: _ToolCallDelta) -> None:
         pending = self._calls.setdefault(fragment.index, _PendingCall())
@@ -355,13 +351,11 @@ class ChunkAssembler:
                 raise _invalid(f"tool call {fragment.index} changes its name")
             pending.name = function.name
         if function.arguments:
-            self._argument_chars += len(function.arguments)
-            if self._argument_chars > MAX_ARGUMENT_CHARS:
-                raise ModelError(ARGUMENTS_INVALID, "the tool call arguments exceed 4 MiB")
+            self.answer.count_arguments(function.arguments)
             pending.fragments.append(function.arguments)
 
     def finish(self) -> list[ModelEvent]:
-        """The tool-call frames in index order, then the completion.
+        """The text held back, the tool-call frames in index order, then the completion.
 
         Raises:
             ModelError: ``MODEL_STREAM_INVALID`` (no ``[DONE]``, no finish reason, a call
@@ -381,14 +375,15 @@ class ChunkAssembler:
             finish = "tool_calls"
         elif finish == "tool_calls":
             raise _invalid("the finish reason is tool_calls but no tool call was streamed")
+        held = self.answer.end()
         response = CompletionResponse(
             id=self._id or "",
-            content="".join(self._text),
+            content=self.answer.content,
             tool_calls=calls,
             usage=self._usage,
             finish_reason=finish,
         )
-        return [*(ToolCallFrame(call) for call in calls), ResponseCompletedFrame(response)]
+        return [*held, *(ToolCallFrame(call) for call in calls), ResponseCompletedFrame(response)]
 
     def _call(self, index: int, pending: _PendingCall) -> ToolCall:
         if not pending.id or not pending.name:

@@ -4,7 +4,8 @@ Bytes go in as they arrive, in chunks split anywhere; whole events come out. Lin
 on bytes (CR and LF never occur inside a multi-byte UTF-8 sequence), so a character split
 across two chunks simply waits in the partial line, and each complete line is decoded
 strictly: invalid UTF-8 is a typed error, not a U+FFFD the adapters would have to notice.
-A line or an event longer than its limit is refused rather than buffered without end.
+A line or an event longer than its limit is refused (``MODEL_STREAM_TOO_LARGE``) rather than
+buffered without end.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from harness_models._errors import MODEL_STREAM_INVALID, ModelError
+from harness_models._errors import MODEL_STREAM_INVALID, MODEL_STREAM_TOO_LARGE, ModelError
 from harness_models._wire import SseEvent
 
 __all__ = ["DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_LINE_BYTES", "SseParser"]
@@ -28,6 +29,10 @@ _LINE_END: Final = re.compile(rb"\r\n|\r|\n")
 
 def _invalid(message: str) -> ModelError:
     return ModelError(MODEL_STREAM_INVALID, message)
+
+
+def _too_large(message: str) -> ModelError:
+    return ModelError(MODEL_STREAM_TOO_LARGE, message)
 
 
 class SseParser:
@@ -82,8 +87,8 @@ class SseParser:
         """Take the next chunk of the body and return the events it completes.
 
         Raises:
-            ModelError: ``MODEL_STREAM_INVALID`` for invalid UTF-8 or a line or event over
-                its limit.
+            ModelError: ``MODEL_STREAM_INVALID`` for invalid UTF-8; ``MODEL_STREAM_TOO_LARGE``
+                for a line or event over its limit.
         """
         if not chunk:
             return []
@@ -102,7 +107,7 @@ class SseParser:
         lines = buffer.split(b"\n") if b"\r" not in buffer else _LINE_END.split(buffer)
         self._partial = lines.pop()
         if len(self._partial) > self._max_line_bytes:
-            raise _invalid(f"a server-sent-events line is longer than {self._max_line_bytes} bytes")
+            raise _too_large(f"a server-sent-events line is longer than {self._max_line_bytes} bytes")
         if buffer.endswith(b"\r"):
             self._skip_lf = True
         events: list[SseEvent] = []
@@ -116,7 +121,7 @@ class SseParser:
             elif line.startswith(b"data: ") and len(line) <= self._max_line_bytes:
                 self._data_bytes += len(line) - 3  # as _line counts it: len(raw) - len("data") + 1
                 if self._data_bytes > self._max_event_bytes:
-                    raise _invalid(f"a server-sent event carries more than {self._max_event_bytes} bytes")
+                    raise _too_large(f"a server-sent event carries more than {self._max_event_bytes} bytes")
                 try:
                     self._data.append(line[6:].decode("utf-8"))
                 except UnicodeDecodeError:
@@ -132,7 +137,7 @@ class SseParser:
         if not raw:
             return self._dispatch()
         if len(raw) > self._max_line_bytes:
-            raise _invalid(f"a server-sent-events line is longer than {self._max_line_bytes} bytes")
+            raise _too_large(f"a server-sent-events line is longer than {self._max_line_bytes} bytes")
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -146,7 +151,7 @@ class SseParser:
         if field == "data":
             self._data_bytes += len(raw) - len(field) + 1  # a bound on the value and its "\n"
             if self._data_bytes > self._max_event_bytes:
-                raise _invalid(f"a server-sent event carries more than {self._max_event_bytes} bytes")
+                raise _too_large(f"a server-sent event carries more than {self._max_event_bytes} bytes")
             self._data.append(value)
         elif field == "event":
             self._event_type = value

@@ -37,11 +37,12 @@ from harness_models._errors import (
     MODEL_RATE_LIMITED,
     MODEL_SERVER_ERROR,
     MODEL_STREAM_INVALID,
+    MODEL_STREAM_TOO_LARGE,
     MODEL_TIMEOUT,
     ModelError,
 )
 from harness_models._sse import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_LINE_BYTES, SseParser
-from harness_models._wire import SseEvent, Timeouts
+from harness_models._wire import SseEvent, StreamLimits, Timeouts
 
 __all__ = ["MAX_ERROR_MESSAGE_CHARS", "HttpSseTransport", "error_for_status", "retry_after_s"]
 
@@ -180,9 +181,13 @@ def _deadline_passed(total_s: float) -> ModelError:
 class _Events:
     """The events of one response, read under the attempt's deadline."""
 
-    def __init__(self, response: httpx.Response, parser: SseParser, deadline: float, total_s: float) -> None:
+    def __init__(
+        self, response: httpx.Response, parser: SseParser, deadline: float, total_s: float, max_bytes: int
+    ) -> None:
         self._chunks = response.aiter_bytes()
         self._parser = parser
+        self._bytes_left = max_bytes
+        self._max_bytes = max_bytes
         self._deadline = deadline
         self._total_s = total_s
         self._ready: deque[SseEvent] = deque()
@@ -230,11 +235,19 @@ class _Events:
         if trio.current_time() >= self._deadline:
             raise _deadline_passed(self._total_s)
         try:
-            return await anext(self._chunks)
+            chunk = await anext(self._chunks)
         except StopAsyncIteration:
             return None
         except httpx.HTTPError as error:
             raise _transport_error(error) from error
+        # Counted before the parser sees it: a body of pings and comments, which no adapter
+        # keeps, still ends at the limit instead of running to the whole-attempt deadline.
+        self._bytes_left -= len(chunk)
+        if self._bytes_left < 0:
+            raise ModelError(
+                MODEL_STREAM_TOO_LARGE, f"the model's response body is longer than {self._max_bytes} bytes"
+            )
+        return chunk
 
 
 class HttpSseTransport:
@@ -248,6 +261,8 @@ class HttpSseTransport:
         client: An ``httpx.AsyncClient`` to use instead of an own one.
         max_line_bytes: The longest SSE line accepted.
         max_event_bytes: The most data one SSE event may carry.
+        max_response_bytes: The longest response body read (``MODEL_STREAM_TOO_LARGE``
+            past it).
     """
 
     def __init__(
@@ -257,8 +272,12 @@ class HttpSseTransport:
         client: httpx.AsyncClient | None = None,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        max_response_bytes: int = StreamLimits().max_response_bytes,
     ) -> None:
+        if type(max_response_bytes) is not int or max_response_bytes < 1:
+            raise ValueError("max_response_bytes must be a positive int")
         self._timeouts = timeouts
+        self._max_response_bytes = max_response_bytes
         self._owns_client = client is None
         self._client = client if client is not None else httpx.AsyncClient(follow_redirects=False)
         self._limits = (max_line_bytes, max_event_bytes)
@@ -287,7 +306,8 @@ class HttpSseTransport:
 
         Raises:
             ModelError: An error status (see :func:`error_for_status`), a timeout, a
-                connection failure, or a success that is not ``text/event-stream``.
+                connection failure, or a success that is not ``text/event-stream``; while
+                iterating, ``MODEL_STREAM_TOO_LARGE`` for a body past ``max_response_bytes``.
         """
         total_s = self._timeouts.total_s
         deadline = trio.current_time() + total_s
@@ -306,7 +326,7 @@ class HttpSseTransport:
             if scope.cancelled_caught or response is None:
                 raise _deadline_passed(total_s)
             parser = SseParser(max_line_bytes=self._limits[0], max_event_bytes=self._limits[1])
-            events = _Events(response, parser, deadline, total_s)
+            events = _Events(response, parser, deadline, total_s, self._max_response_bytes)
             yield events
         finally:
             if response is not None:

@@ -19,6 +19,7 @@ __all__ = [
     "RetryPolicy",
     "SseEvent",
     "SseTransport",
+    "StreamLimits",
     "Timeouts",
     "checked_extra_headers",
     "plain_json",
@@ -63,6 +64,39 @@ class Timeouts:
             value = getattr(self, name)
             if type(value) not in (int, float) or not 0 < value <= 86_400:
                 raise ValueError(f"{name} must be a number of seconds in (0, 86400], got {value!r}")
+
+
+_MIB: Final = 1_048_576
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamLimits:
+    """How much one model response may carry; crossing a limit is ``MODEL_STREAM_TOO_LARGE``.
+
+    Each is checked as the data arrives, before it is kept, so a provider that streams without
+    end costs at most a limit plus one chunk of memory. The defaults sit far above any real
+    answer (a 128k-token answer is about 0.5 MiB of text, 130 000 events and 25 MiB on the
+    wire).
+
+    Attributes:
+        max_text_bytes: The UTF-8 bytes of the answer's text, all deltas together.
+        max_argument_bytes: The UTF-8 bytes of every tool call's arguments together.
+        max_events: The server-sent events of the response (each text delta costs the
+            runtime, the store and the client an event of its own, however short).
+        max_response_bytes: The bytes of the whole response body (framing, pings and
+            comments included), for the HTTP transport an adapter makes itself.
+    """
+
+    max_text_bytes: int = 8 * _MIB
+    max_argument_bytes: int = 4 * _MIB
+    max_events: int = 262_144
+    max_response_bytes: int = 64 * _MIB
+
+    def __post_init__(self) -> None:
+        for name in ("max_text_bytes", "max_argument_bytes", "max_events", "max_response_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or not 1 <= value <= 1024 * _MIB:
+                raise ValueError(f"{name} must be an int in [1, 2**30], got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

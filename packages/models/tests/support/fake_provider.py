@@ -61,6 +61,8 @@ class Reply:
         framing: How the body's end is marked.
         stall: After the chunks, send nothing more and keep the connection open.
         cut_after: Close the connection once this many body bytes were sent.
+        forever: After the chunks, send this chunk again and again until the client hangs up
+            (an endless stream).
     """
 
     status: int = 200
@@ -70,6 +72,7 @@ class Reply:
     framing: Framing = "chunked"
     stall: bool = False
     cut_after: int | None = None
+    forever: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class Connection:
 
     closed: trio.Event = field(default_factory=trio.Event)
     closed_at: float | None = None
+    body_bytes_sent: int = 0
 
 
 class FakeProvider:
@@ -126,7 +130,7 @@ class FakeProvider:
             if request is not None:
                 self.requests.append(request)
                 reply = self._replies.popleft() if self._replies else _UNSCRIPTED
-                await _send(stream, reply)
+                await _send(stream, reply, connection)
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             pass  # the client went away; that is what some tests are about
         finally:
@@ -166,7 +170,7 @@ async def _read_request(stream: trio.SocketStream) -> RecordedRequest | None:
             return None
 
 
-async def _send(stream: trio.SocketStream, reply: Reply) -> None:
+async def _send(stream: trio.SocketStream, reply: Reply, connection: Connection) -> None:
     headers = list(reply.headers)
     total = sum(len(chunk) for chunk in reply.chunks)
     if reply.framing == "chunked":
@@ -188,10 +192,16 @@ async def _send(stream: trio.SocketStream, reply: Reply) -> None:
         if piece:
             framed = b"%x\r\n%s\r\n" % (len(piece), piece) if reply.framing == "chunked" else piece
             await stream.send_all(framed)
+            connection.body_bytes_sent += len(piece)
         if budget is not None:
             budget -= len(piece)
             if budget <= 0:
                 return  # cut: the caller closes the connection
+    if reply.forever:
+        framed = b"%x\r\n%s\r\n" % (len(reply.forever), reply.forever)
+        while True:  # until the client hangs up: the send fails
+            await stream.send_all(framed if reply.framing == "chunked" else reply.forever)
+            connection.body_bytes_sent += len(reply.forever)
     if reply.stall:
         while await stream.receive_some(65536):
             pass  # wait for the client to hang up

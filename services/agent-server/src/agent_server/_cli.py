@@ -281,6 +281,21 @@ def _add_model_options(group: argparse._ArgumentGroup) -> None:  # pyright: igno
         help="the variable holding the provider key (default: env OPENAI_API_KEY or ANTHROPIC_API_KEY)",
     )
     group.add_argument(
+        "--api-key-file",
+        default=None,
+        metavar="FILE",
+        help="read the provider key from FILE (one line, mode 0600, not a link), so no key is in the"
+        " environment for commands to read (default: env HARNESS_MODEL_API_KEY_FILE)",
+    )
+    group.add_argument(
+        "--api-key-fd",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="read the provider key from the inherited file descriptor N (3 or more), e.g. a pipe"
+        " (default: none)",
+    )
+    group.add_argument(
         "--model-timeouts",
         default=None,
         metavar="CONNECT,READ,TOTAL",
@@ -666,15 +681,24 @@ def _provider_models(
     """
     text = arguments.model if arguments.model is not None else environment.model
     base_url = arguments.base_url if arguments.base_url is not None else environment.model_base_url
+    key_file = arguments.api_key_file
+    if key_file is None and arguments.api_key_env is None and arguments.api_key_fd is None:
+        key_file = environment.model_api_key_file
     if text is None or text.strip() == "fake":
-        provider_only = (arguments.api_key_env, arguments.model_timeouts)
+        provider_only = (
+            arguments.api_key_env,
+            key_file,
+            arguments.api_key_fd,
+            arguments.model_timeouts,
+        )
         if (
             base_url is not None
             or any(value is not None for value in provider_only)
             or arguments.allow_insecure_http
         ):
             raise ValueError(
-                "--base-url, --api-key-env and --allow-insecure-http need a provider model"
+                "--base-url, --api-key-env, --api-key-file, --api-key-fd and --allow-insecure-http"
+                " need a provider model"
                 " (--model PROVIDER:MODEL)"
             )
         return None
@@ -685,6 +709,8 @@ def _provider_models(
             model=model,
             base_url=base_url,
             api_key_env=arguments.api_key_env,
+            api_key_file=key_file,
+            api_key_fd=arguments.api_key_fd,
             allow_insecure_http=arguments.allow_insecure_http,
             timeouts=_model_timeouts(arguments.model_timeouts),
         )

@@ -34,6 +34,7 @@ class Environment:
     outbound_stall_ms: int | None = None
     model: str | None = None
     model_base_url: str | None = None
+    model_api_key_file: str | None = None
     database_url: str | None = field(default=None, repr=False)
     quotas: dict[str, int] = field(default_factory=dict[str, int])
     """``ServerConfig`` quota and retention fields set by ``HARNESS_AGENT_*`` (decision 058)."""
@@ -107,6 +108,7 @@ def read_environment(
         outbound_stall_ms=_read_outbound_stall_ms(environ),
         model=_non_empty(environ, "HARNESS_MODEL"),
         model_base_url=_non_empty(environ, "HARNESS_MODEL_BASE_URL"),
+        model_api_key_file=_non_empty(environ, "HARNESS_MODEL_API_KEY_FILE"),
         database_url=_database_url(environ),
         quotas=_read_quotas(environ),
     )

@@ -24,6 +24,7 @@ from harness_kernel.events import (
     EventUsage,
     TurnCompletedData,
     TurnResumedData,
+    redact_value,
 )
 from harness_kernel.runtime import AgentRuntimeError, EventAppendError, RunStream
 
@@ -129,10 +130,15 @@ class RunOutcome:
 
     def observe(self, event: Event) -> None:
         """Take the final text from the assistant's messages, the outcome from ``turn.completed``
-        and a continued run's id from ``turn.resumed``."""
+        and a continued run's id from ``turn.resumed``.
+
+        ``event`` is the runtime's own, not the redacted copy that was stored and sent: the
+        final text is redacted here as that copy's content was, so the prompt's answer never
+        carries what its ``session/event`` and the store do not.
+        """
         data = event.data
         if isinstance(data, AssistantMessageCompletedData):
-            self.final_text = data.content
+            self.final_text = str(redact_value(data.content))  # a str comes back a str
         elif isinstance(data, TurnResumedData):
             self.run_id = data.run_id
         elif isinstance(data, TurnCompletedData):

@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the variable holding the provider key (default: env OPENAI_API_KEY or ANTHROPIC_API_KEY)",
     )
     model.add_argument(
+        "--api-key-file",
+        default=None,
+        metavar="FILE",
+        help="read the provider key from FILE (one line, mode 0600, not a link) instead of a variable"
+        " (default: none)",
+    )
+    model.add_argument(
         "--allow-insecure-http",
         action="store_true",
         help="allow a plain http:// base URL to a host that is not loopback (the key travels in clear)",
@@ -106,9 +113,12 @@ def _model_choice(arguments: argparse.Namespace) -> ModelChoice | None:
         if (
             arguments.base_url is not None
             or arguments.api_key_env is not None
+            or arguments.api_key_file is not None
             or arguments.allow_insecure_http
         ):
-            raise UsageError("--base-url, --api-key-env and --allow-insecure-http need --model")
+            raise UsageError(
+                "--base-url, --api-key-env, --api-key-file and --allow-insecure-http need --model"
+            )
         return None
     try:
         from harness_models import ModelError, ModelSpec, model_factory, parse_model_spec  # noqa: PLC0415
@@ -121,6 +131,7 @@ def _model_choice(arguments: argparse.Namespace) -> ModelChoice | None:
             model=model,
             base_url=arguments.base_url,
             api_key_env=arguments.api_key_env,
+            api_key_file=arguments.api_key_file,
             allow_insecure_http=arguments.allow_insecure_http,
         )
         return spec.name, model_factory(spec, os.environ)
