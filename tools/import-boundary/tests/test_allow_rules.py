@@ -8,13 +8,14 @@ negative corpus: kernel-style code that must stay clean.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 from typing import Final, NamedTuple
 
 import pytest
 
-from harness_import_boundary import load_config
+from harness_import_boundary import check_paths, load_config
 from harness_import_boundary._allow import AllowList
 from harness_import_boundary._analysis import analyze_source
 from harness_import_boundary._config import ExcludeMatcher
@@ -404,6 +405,33 @@ def test_the_store_files_may_use_sqlite3_and_the_thread_hop_and_the_others_may_n
         ib001("sqlite3", "import", 1, 8),
         ib001("trio.to_thread", "attribute", 3, 12),
     ]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from harness_kernel.store import SqliteSessionStore\n",
+        "from harness_kernel.store._sqlite import SqliteSessionStore\n",
+        "from harness_kernel import store\nopened = store.SqliteSessionStore(':memory:')\n",
+        "from harness_kernel import store\nopened = getattr(store, 'SqliteSessionStore')\n",
+        "import harness_kernel.store\nopened = harness_kernel.store.SqliteSessionStore\n",
+        "from harness_kernel.store._schema import connect_store\n",
+        "from harness_kernel.store._worker import ConnectionThread\n",
+        "from harness_kernel.store._threaded import ThreadedStore\n",
+    ],
+)
+def test_the_stores_host_adapter_is_named_only_inside_the_store_package(tmp_path: Path, source: str) -> None:
+    config = dataclasses.replace(load_config(REPOSITORY / "pyproject.toml"), root=tmp_path, jobs=1)
+    for relative in ("harness_kernel/runtime/_wiring.py", "harness_kernel/store/_wiring.py"):
+        location = tmp_path / KERNEL / relative
+        location.parent.mkdir(parents=True, exist_ok=True)
+        location.write_text(source, encoding="utf-8")
+
+    findings = check_paths([], config)
+
+    refused = {finding.path.rsplit("/", 2)[-2] for finding in findings if finding.rule == "IB001"}
+    assert refused == {"runtime"}, findings
+    assert all("is not on the import allow-list" in finding.message for finding in findings)
 
 
 def test_tools_code_may_not_import_the_kernel() -> None:

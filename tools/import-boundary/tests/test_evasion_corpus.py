@@ -635,7 +635,7 @@ FORMS: Final[dict[str, Form]] = {
         "from harness_kernel import store\nopened = getattr(store, 'SqliteSessionStore')('/tmp/x.db')\n"
     ),
     "the SQLite store by a relative import": static(
-        "from .store import SqliteSessionStore\n", f"{KERNEL_PACKAGE}/runtime/_evasion.py"
+        "from ..store import SqliteSessionStore\n", f"{KERNEL_PACKAGE}/runtime/_evasion.py"
     ),
     "the SQLite connection helper": static(
         "from harness_kernel.store._schema import connect_store\nconnect_store('/tmp/x.db', 'full')\n"
