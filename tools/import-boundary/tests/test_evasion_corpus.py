@@ -487,6 +487,10 @@ FORMS: Final[dict[str, Form]] = {
     ),
     "a relative import above the top package": static("from .. import harness_workspace\n"),
     # -- typing's forward references: a string kept by a typing subscript is code for later
+    "forward reference: the review's own spelling": static(
+        "import typing\n"
+        "typing.get_args(typing.List[\"__import__('os').system('id')\"])[0]._evaluate({}, {}, frozenset())\n"
+    ),
     "forward reference: typing.get_args(typing.List[…])[0]._evaluate": live(
         "import typing\n"
         f"typing.get_args(typing.List[{RUN_IN_FORWARD_REFERENCE}])[0]._evaluate({FORWARD_GLOBALS})\n"
