@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from harness_kernel.evals import (
+    Scenario,
     ScenarioCommand,
+    ScenarioOutcome,
     ScenarioParseError,
     ScenarioWorkspace,
     decode_scenario,
@@ -18,12 +20,25 @@ from harness_kernel.evals import (
 )
 from harness_kernel.manifest import TaskManifest, load_task_manifest
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
+from harness_workspace import MemoryWorkspace, declare_isolation
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 TASK = REPOSITORY / "tasks" / "dev-tools-0001.yaml"
 GOLDEN = REPOSITORY / "tasks" / "scenarios" / "dev-tools-0001-golden.yaml"
 FIXED = "def add(a, b):\n    return a + b\n"
 BROKEN = "def add(a, b):\n    return a - b\n"
+
+
+def declare_in_memory(workspace: MemoryWorkspace) -> None:
+    """What the host that runs scenarios does: it vouches for the scripted command handler."""
+    declare_isolation(workspace, "in-memory")
+
+
+async def run_declared(
+    scenario: Scenario, manifests: dict[str, TaskManifest], **options: Any
+) -> ScenarioOutcome:
+    """Run a scenario as harness-eval does, its memory workspace declared by the host."""
+    return await execute_scenario(scenario, manifests, attest_workspace=declare_in_memory, **options)
 
 
 def manifests(text: str | None = None) -> dict[str, TaskManifest]:
@@ -50,7 +65,7 @@ def issues(document: object) -> list[tuple[str, str]]:
 
 async def test_the_dev_tools_golden_scenario_fixes_the_test_and_shows_the_diff() -> None:
     scenario = load_scenario(GOLDEN.read_text(encoding="utf-8"))
-    outcome = await execute_scenario(scenario, manifests())
+    outcome = await run_declared(scenario, manifests())
 
     assert outcome.failures == ()
     assert outcome.ok
@@ -69,7 +84,7 @@ async def test_the_dev_tools_golden_scenario_fixes_the_test_and_shows_the_diff()
 async def test_the_golden_scenario_fails_when_the_fix_does_not_land() -> None:
     document = golden_document()
     document["script"][2]["toolCalls"][0]["arguments"]["contents"] = BROKEN
-    outcome = await execute_scenario(decode_scenario(document), manifests())
+    outcome = await run_declared(decode_scenario(document), manifests())
 
     assert not outcome.ok
     assert f"files.calc.py: wanted {FIXED!r}, saw {BROKEN!r}".replace("'", '"') in outcome.failures
@@ -94,11 +109,11 @@ async def test_a_manifest_that_denies_process_exec_gives_a_denied_result_and_the
         ],
         "files": {"calc.py": FIXED},
     }
-    outcome = await execute_scenario(decode_scenario(document), manifests(text))
+    outcome = await run_declared(decode_scenario(document), manifests(text))
 
     assert outcome.failures == ()
     # Against the unchanged golden expectations the denied command is what fails.
-    golden = await execute_scenario(load_scenario(GOLDEN.read_text(encoding="utf-8")), manifests(text))
+    golden = await run_declared(load_scenario(GOLDEN.read_text(encoding="utf-8")), manifests(text))
     assert any("process.exec" in failure or "events.11" in failure for failure in golden.failures)
 
 
@@ -110,7 +125,7 @@ async def test_an_unlisted_command_exits_127_like_the_memory_workspace() -> None
             {"type": "tool.result", "data.tool": "process.exec", "data.ok": True, "data.output.exitCode": 127}
         ]
     }
-    outcome = await execute_scenario(decode_scenario(document), manifests())
+    outcome = await run_declared(decode_scenario(document), manifests())
 
     assert outcome.failures == ()
 
@@ -122,7 +137,7 @@ async def test_a_file_the_manifest_does_not_allow_is_not_written() -> None:
         "events": [{"type": "policy.decision", "data.action": "fs.write", "data.effect": "deny"}],
         "files": {"calc.py": BROKEN},
     }
-    outcome = await execute_scenario(decode_scenario(document), manifests())
+    outcome = await run_declared(decode_scenario(document), manifests())
 
     assert outcome.failures == ()
 
@@ -174,10 +189,17 @@ async def test_with_a_model_the_task_runs_on_it_and_only_status_and_files_are_ch
     # A "real" model: any streaming adapter; this one writes the fix its own way, in 2 steps.
     write = ToolCall("w1", "fs.write", {"path": "calc.py", "contents": FIXED})
     model = FakeModel([ScriptedTurn(tool_calls=[write]), ScriptedTurn(content="Done, in my own way.")])
-    outcome = await execute_scenario(scenario, manifests(), model=("my-model", model))
+    outcome = await run_declared(scenario, manifests(), model=("my-model", model))
     assert outcome.ok, outcome.failures
     assert outcome.golden_run.steps == 2  # not the script's step count, and not checked
     unfixed = FakeModel([ScriptedTurn(content="I did nothing.")])
-    outcome = await execute_scenario(scenario, manifests(), model=("lazy-model", unfixed))
+    outcome = await run_declared(scenario, manifests(), model=("lazy-model", unfixed))
     assert not outcome.ok
     assert all(failure.startswith("files") for failure in outcome.failures), outcome.failures
+
+
+async def test_undeclared_the_scenarios_workspace_refuses_the_command_tools() -> None:
+    outcome = await execute_scenario(load_scenario(GOLDEN.read_text(encoding="utf-8")), manifests())
+
+    assert not outcome.ok
+    assert 'events.8 (policy.decision): data.effect: wanted "allow", saw "deny"' in outcome.failures

@@ -31,10 +31,12 @@ from harness_tools import (
     create_tool,
 )
 from harness_workspace import (
+    CommandRequest,
     CommandResult,
     MemoryWorkspace,
     declare_isolation,
     invoke_workspace_operation,
+    isolation_of,
 )
 from harness_workspace.local import LocalWorkspace
 
@@ -125,11 +127,15 @@ def _advertised(model: FakeModel) -> list[str]:
 # ------------------------------------------------------------------ the runtime
 
 
-async def test_on_an_in_memory_workspace_writes_and_commands_run_after_the_controller_allows() -> None:
-    workspace = MemoryWorkspace(
-        commands={
-            "make": lambda command: CommandResult(exit_code=0, stdout="built", stderr="", timed_out=False)
-        }
+async def test_on_a_host_declared_memory_workspace_writes_and_commands_run_once_allowed() -> None:
+    # Built with a command handler, it vouches for nothing: this host declares it.
+    workspace = declare_isolation(
+        MemoryWorkspace(
+            commands={
+                "make": lambda command: CommandResult(exit_code=0, stdout="built", stderr="", timed_out=False)
+            }
+        ),
+        "in-memory",
     )
     events, model, controller = await _runtime(workspace, run_tool(), {"argv": ["make", "test"]})
     assert _advertised(model) == ["run"]
@@ -170,6 +176,34 @@ async def test_on_an_undeclared_host_workspace_they_are_refused_before_any_effec
     assert result.error.code == "WORKSPACE_ISOLATION_REQUIRED"
     assert not marker.exists()
     assert os.listdir(tmp_path) == []
+
+
+def _forged_memory_workspace(host: LocalWorkspace) -> MemoryWorkspace:
+    """What a lint-clean kernel module can write: a memory workspace whose handler runs the
+    command on a host workspace it was handed."""
+
+    async def delegate(command: CommandRequest) -> CommandResult:
+        return await host.execute(command)
+
+    return MemoryWorkspace(commands={"sh": delegate})
+
+
+async def test_a_memory_workspace_delegating_to_the_host_is_refused_before_any_effect(tmp_path: Path) -> None:
+    marker = tmp_path / "ran.txt"
+    forged = _forged_memory_workspace(LocalWorkspace(tmp_path))
+
+    events, model, controller = await _runtime(
+        forged, run_tool(), {"argv": ["sh", "-c", f"echo x > {marker}"]}
+    )
+
+    assert isolation_of(forged) is None
+    assert _advertised(model) == []
+    assert controller.intents == []
+    decision = _of(events, "policy.decision")
+    assert (decision.effect, decision.rule_id) == ("deny", "runtime.isolation_required")
+    assert _of(events, "tool.result").error.code == "WORKSPACE_ISOLATION_REQUIRED"
+    assert forged.calls == []
+    assert not marker.exists()
 
 
 async def test_reads_still_run_on_an_undeclared_host_workspace(tmp_path: Path) -> None:

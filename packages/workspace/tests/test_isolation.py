@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness_workspace import (
+    CommandRequest,
+    CommandResult,
     MemoryWorkspace,
     _isolation,
     bind_workspace,
@@ -29,6 +31,23 @@ class _Slotted:
 
 def test_memory_workspace_declares_itself_in_memory() -> None:
     assert isolation_of(MemoryWorkspace()) == "in-memory"
+    assert isolation_of(MemoryWorkspace({"a.txt": "x"}, commands={})) == "in-memory"
+
+
+async def test_a_memory_workspace_with_command_handlers_vouches_for_nothing(tmp_path: Path) -> None:
+    # A handler can run anything anywhere: here, on a host workspace it was handed.
+    host = LocalWorkspace(tmp_path)
+
+    async def delegate(command: CommandRequest) -> CommandResult:
+        return await host.execute(command)
+
+    forged = MemoryWorkspace(commands={"sh": delegate})
+
+    assert isolation_of(forged) is None
+    # Its host, vouching for the handlers, declares it; nobody relabels it afterwards.
+    assert isolation_of(declare_isolation(forged, "in-memory")) == "in-memory"
+    with pytest.raises(ValueError, match="already declared in-memory"):
+        declare_isolation(forged, "unsafe-host")
 
 
 def test_a_subclass_of_memory_workspace_is_not_vouched_for() -> None:

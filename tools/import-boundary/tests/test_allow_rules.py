@@ -8,13 +8,14 @@ negative corpus: kernel-style code that must stay clean.
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 from typing import Final, NamedTuple
 
 import pytest
 
-from harness_import_boundary import load_config
+from harness_import_boundary import check_paths, load_config
 from harness_import_boundary._allow import AllowList
 from harness_import_boundary._analysis import analyze_source
 from harness_import_boundary._config import ExcludeMatcher
@@ -406,6 +407,33 @@ def test_the_store_files_may_use_sqlite3_and_the_thread_hop_and_the_others_may_n
     ]
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from harness_kernel.store import SqliteSessionStore\n",
+        "from harness_kernel.store._sqlite import SqliteSessionStore\n",
+        "from harness_kernel import store\nopened = store.SqliteSessionStore(':memory:')\n",
+        "from harness_kernel import store\nopened = getattr(store, 'SqliteSessionStore')\n",
+        "import harness_kernel.store\nopened = harness_kernel.store.SqliteSessionStore\n",
+        "from harness_kernel.store._schema import connect_store\n",
+        "from harness_kernel.store._worker import ConnectionThread\n",
+        "from harness_kernel.store._threaded import ThreadedStore\n",
+    ],
+)
+def test_the_stores_host_adapter_is_named_only_inside_the_store_package(tmp_path: Path, source: str) -> None:
+    config = dataclasses.replace(load_config(REPOSITORY / "pyproject.toml"), root=tmp_path, jobs=1)
+    for relative in ("harness_kernel/runtime/_wiring.py", "harness_kernel/store/_wiring.py"):
+        location = tmp_path / KERNEL / relative
+        location.parent.mkdir(parents=True, exist_ok=True)
+        location.write_text(source, encoding="utf-8")
+
+    findings = check_paths([], config)
+
+    refused = {finding.path.rsplit("/", 2)[-2] for finding in findings if finding.rule == "IB001"}
+    assert refused == {"runtime"}, findings
+    assert all("is not on the import allow-list" in finding.message for finding in findings)
+
+
 def test_tools_code_may_not_import_the_kernel() -> None:
     tools = FilePolicy(
         MODULE_POLICY.forbidden, AllowList(load_config(REPOSITORY / "pyproject.toml").allow), "x"
@@ -602,6 +630,112 @@ CLEAN_KERNEL_CODE.append(
         id="msgspec conversions from plain data",
     )
 )
+
+
+CLEAN_KERNEL_CODE.append(
+    pytest.param(
+        """\
+        from __future__ import annotations
+
+        from collections.abc import Mapping
+        from typing import TypeAlias
+
+        Pair: TypeAlias = tuple[str, "Box | None"]
+
+        class Box(Mapping[str, "Box"]):
+            __slots__ = ("_items",)
+
+            def __init__(self, items: dict[str, Box]) -> None:
+                super().__init__()
+                self._items = items
+                self._count = len(items)
+
+            def __eq__(self, other: object) -> bool:
+                return isinstance(other, Box) and self._items == other._items
+
+            @classmethod
+            def empty(cls) -> Box:
+                return cls.__new__(cls)
+
+        def size(box: Box) -> int:
+            return len(box._items)
+
+        def same(value: object) -> bool:
+            return type(value) is Box and bool(value._items)
+
+        def describe(error: Exception) -> str:
+            return f"{type(error).__name__}: {error.__cause__!r} in {Box.__module__}"
+        """,
+        id="private names of the module's own classes, and plain dunders",
+    )
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("def f(x):\n    return x._evaluate\n", [ib002("private-attribute", 2, 14)]),
+        ("def f(x):\n    return x.__forward_arg__\n", [ib002("private-attribute", 2, 14)]),
+        ("value = compute()._secret\n", [ib002("private-attribute", 1, 19)]),
+        ("class A:\n    _x = 1\ndef f(v):\n    return v._x\n", [ib002("private-attribute", 4, 14)]),
+        # a staticmethod's first parameter is not the instance
+        (
+            "class A:\n    @staticmethod\n    def f(v):\n        return v._x\n",
+            [ib002("private-attribute", 4, 18)],
+        ),
+        # annotated with a class of the module that does not declare the name
+        ("class A:\n    pass\ndef f(v: A):\n    return v._evaluate\n", [ib002("private-attribute", 4, 14)]),
+        # a dunder is never vouched for by an annotation
+        ("class A:\n    pass\ndef f(v: A):\n    return v.__args__\n", [ib002("private-attribute", 4, 14)]),
+        # a chain below the method's receiver holds values of any type
+        ("class A:\n    def f(self):\n        return self.x._y\n", [ib002("private-attribute", 3, 23)]),
+        ("import operator\nget = operator.attrgetter('_evaluate')\n", [ib002("private-attribute", 2, 16)]),
+        ("def f(x):\n    return getattr(x, '__forward_code__')\n", [ib002("private-attribute", 2, 12)]),
+    ],
+)
+def test_private_and_dunder_attributes_need_a_receiver_known_to_be_the_modules_own(
+    source: str, expected: list[Seen]
+) -> None:
+    assert findings(source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import typing\nAlias = typing.List['x']\n", [ib002("forward-reference", 2, 21)]),
+        ("from typing import Optional\nAlias = Optional['x']\n", [ib002("forward-reference", 2, 18)]),
+        ("import collections.abc\nA = collections.abc.Sequence['x']\n", [ib002("forward-reference", 2, 30)]),
+        ("Alias = list['x']\n", [ib002("forward-reference", 1, 14)]),
+        ("import typing\nA = typing.Callable[['x'], int]\n", [ib002("forward-reference", 2, 22)]),
+        ("import typing\nName = 'x'\nA = typing.List[Name]\n", [ib002("forward-reference", 3, 17)]),
+        ("import typing\nA = typing.List.__getitem__('x')\n", [ib002("forward-reference", 2, 29)]),
+        # values, not types: never forward references
+        ("import typing\nA = typing.Literal['x']\nB = typing.Annotated[int, 'note']\n", []),
+        ("table = {'x': 1}\nvalue = table['x']\n", []),
+    ],
+)
+def test_strings_in_typing_subscripts_outside_annotations_are_forward_references(
+    source: str, expected: list[Seen]
+) -> None:
+    assert findings(source) == expected
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "import msgspec\nimport typing\nH = typing.List['__import__(\"os\").getcwd()']\n"
+            "class S(msgspec.Struct):\n    x: H\n",
+            ib001("os", "dunder-import", 3, 17),
+        ),
+        (
+            "import msgspec\nH = 'open(' + '\"x\")'\nclass S(msgspec.Struct):\n    x: H\n",
+            ib002("string-annotation", 2, 5),
+        ),
+    ],
+)
+def test_a_type_alias_is_checked_as_code_where_an_annotation_uses_it(source: str, expected: Seen) -> None:
+    assert expected in findings(source)
 
 
 @pytest.mark.parametrize("source", CLEAN_KERNEL_CODE)

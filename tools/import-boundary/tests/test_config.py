@@ -161,6 +161,15 @@ def test_per_file_allow_replaces_the_default_table_in_order(tmp_path: Path) -> N
     assert config.per_file_allow == (("src/**", ("mine.*",)), ("src/store.py", ("sqlite3",)))
 
 
+def test_adapters_name_the_files_that_may_use_each_one(tmp_path: Path) -> None:
+    body = '[tool.harness-import-boundary.adapters]\n"pkg.store.Sqlite" = ["src/pkg/store/**", "app/*.py"]\n'
+
+    config = load_config(write_pyproject(tmp_path, TABLE + body))
+
+    assert config.adapters == (("pkg.store.Sqlite", ("src/pkg/store/**", "app/*.py")),)
+    assert load_config(write_pyproject(tmp_path, TABLE)).adapters == ()
+
+
 def test_an_empty_forbidden_list_is_allowed(tmp_path: Path) -> None:
     assert load_config(write_pyproject(tmp_path, TABLE + "forbidden = []\n")).forbidden == ()
 
@@ -222,6 +231,11 @@ def test_the_root_itself_may_be_scanned(tmp_path: Path) -> None:
         ('per-file-allow = {"/abs" = ["re"]}', "per-file-allow", "must be relative"),
         ('per-file-allow = {"a" = "re"}', "per-file-allow.a", "must be an array"),
         ('per-file-allow = {"a" = ["re.."]}', "per-file-allow.a", "is not a dotted name"),
+        ('adapters = ["x"]', "adapters", "must be a table of names to arrays of globs, got array"),
+        ('adapters = {"x y" = ["a"]}', "adapters.x y", "is not a dotted name"),
+        ('adapters = {"x.*" = ["a"]}', "adapters.x.*", "not an exclusion or a package"),
+        ('adapters = {"x" = "a"}', "adapters.x", "must be an array"),
+        ('adapters = {"x" = ["/abs"]}', "adapters.x", "must be relative"),
     ],
 )
 def test_invalid_settings_are_config_errors_naming_the_key(

@@ -57,6 +57,10 @@ def static(source: str, path: str = KERNEL_MODULE) -> Form:
 
 
 CREATE: Final = "0o101"  # O_CREAT | O_WRONLY on Linux, for the forms that reach os.open
+RUN_IN_FORWARD_REFERENCE: Final = "\"open(MARKER, 'w').close() or int\""
+"""A forward reference's text: evaluated, it creates the marker (and is then the type int)."""
+FORWARD_GLOBALS: Final = "{'MARKER': MARKER}, {}, frozenset()"
+"""The arguments of ``ForwardRef._evaluate``: the namespace the text runs in."""
 
 
 def wide(text: str) -> str:
@@ -482,6 +486,168 @@ FORMS: Final[dict[str, Form]] = {
         "from .local import LocalWorkspace\n", "packages/kernel/src/harness_workspace/_shim.py"
     ),
     "a relative import above the top package": static("from .. import harness_workspace\n"),
+    # -- typing's forward references: a string kept by a typing subscript is code for later
+    "forward reference: the review's own spelling": static(
+        "import typing\n"
+        "typing.get_args(typing.List[\"__import__('os').system('id')\"])[0]._evaluate({}, {}, frozenset())\n"
+    ),
+    "forward reference: typing.get_args(typing.List[…])[0]._evaluate": live(
+        "import typing\n"
+        f"typing.get_args(typing.List[{RUN_IN_FORWARD_REFERENCE}])[0]._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: get_args(List[…])[0]._evaluate, names imported": live(
+        "from typing import List, get_args\n"
+        f"get_args(List[{RUN_IN_FORWARD_REFERENCE}])[0]._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: typing.List[…].__args__[0]._evaluate": live(
+        f"import typing\ntyping.List[{RUN_IN_FORWARD_REFERENCE}].__args__[0]._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: the second argument of typing.Dict[str, …]": live(
+        "import typing\n"
+        f"ref = typing.get_args(typing.Dict[str, {RUN_IN_FORWARD_REFERENCE}])[1]\n"
+        f"ref._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: typing imported under another name": live(
+        "import typing as t\n"
+        f"t.get_args(t.Optional[{RUN_IN_FORWARD_REFERENCE}])[0]._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: getattr with a constant name": live(
+        "import typing\n"
+        f"ref = typing.get_args(typing.List[{RUN_IN_FORWARD_REFERENCE}])[0]\n"
+        f"getattr(ref, '_evaluate')({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: operator.attrgetter": live(
+        "import operator\nimport typing\n"
+        f"ref = typing.get_args(typing.List[{RUN_IN_FORWARD_REFERENCE}])[0]\n"
+        f"operator.attrgetter('_evaluate')(ref)({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: __getattribute__ with a constant name": live(
+        "import typing\n"
+        f"ref = typing.get_args(typing.List[{RUN_IN_FORWARD_REFERENCE}])[0]\n"
+        f"ref.__getattribute__('_evaluate')({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: a match keyword reads the method": live(
+        f"""\
+        import typing
+        match typing.get_args(typing.List[{RUN_IN_FORWARD_REFERENCE}])[0]:
+            case object(_evaluate=run):
+                run({FORWARD_GLOBALS})
+        """
+    ),
+    "forward reference: the subscript spelled as __class_getitem__": live(
+        f"ref = list.__class_getitem__({RUN_IN_FORWARD_REFERENCE}).__args__[0]\n"
+        "import typing\n"
+        "typing.get_args(typing.List[ref])[0]._evaluate({'MARKER': MARKER}, {}, frozenset())\n"
+    ),
+    "forward reference: a generic class of the module": live(
+        f"""\
+        import typing
+        T = typing.TypeVar("T")
+        class Box(typing.Generic[T]):
+            pass
+        typing.get_args(Box[{RUN_IN_FORWARD_REFERENCE}])[0]._evaluate({FORWARD_GLOBALS})
+        """
+    ),
+    "forward reference: a type alias a Struct field uses": live(
+        f"""\
+        import typing
+        import msgspec
+        Hidden = typing.Optional[{RUN_IN_FORWARD_REFERENCE}]
+        class Carrier(msgspec.Struct):
+            field: Hidden
+        msgspec.convert({{"field": 1}}, Carrier)
+        """
+    ),
+    "forward reference: a builtin generic alias a Struct field uses": live(
+        f"""\
+        import msgspec
+        Hidden = list[{RUN_IN_FORWARD_REFERENCE}]
+        class Carrier(msgspec.Struct):
+            field: Hidden
+        msgspec.convert({{"field": [1]}}, Carrier)
+        """
+    ),
+    "forward reference: an alias of an alias, the string in a name": live(
+        f"""\
+        import typing
+        import msgspec
+        Text = {RUN_IN_FORWARD_REFERENCE}
+        Inner = typing.List[Text]
+        Outer = Inner
+        class Carrier(msgspec.Struct):
+            field: Outer
+        msgspec.convert({{"field": [1]}}, Carrier)
+        """
+    ),
+    "forward reference: an annotation string computed at run time": live(
+        """\
+        import msgspec
+        Hidden = "open(MARKER, " + "'w').close() or int"
+        class Carrier(msgspec.Struct):
+            field: Hidden
+        msgspec.convert({"field": 1}, Carrier)
+        """
+    ),
+    "forward reference: an annotation string joined at run time": live(
+        """\
+        import msgspec
+        Hidden = "".join(["open(MARKER, ", "'w').close() or int"])
+        class Carrier(msgspec.Struct):
+            field: Hidden
+        msgspec.convert({"field": 1}, Carrier)
+        """
+    ),
+    "forward reference: __forward_arg__": static(
+        "import typing\ntext = typing.get_args(typing.List['int'])[0].__forward_arg__\n"
+    ),
+    "forward reference: __forward_code__": static(
+        "import typing\ncode = typing.get_args(typing.List['int'])[0].__forward_code__\n"
+    ),
+    "forward reference: typing.ForwardRef(…)._evaluate": live(
+        f"import typing\ntyping.ForwardRef({RUN_IN_FORWARD_REFERENCE})._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: ForwardRef imported": live(
+        "from typing import ForwardRef\n"
+        f"ForwardRef({RUN_IN_FORWARD_REFERENCE})._evaluate({FORWARD_GLOBALS})\n"
+    ),
+    "forward reference: typing._eval_type": live(
+        "import typing\n"
+        f"typing._eval_type(typing.List[{RUN_IN_FORWARD_REFERENCE}], {{'MARKER': MARKER}}, {{}})\n"
+    ),
+    "forward reference: get_type_hints of a class with a string annotation": live(
+        f"""\
+        import typing
+        class Carrier:
+            field: {RUN_IN_FORWARD_REFERENCE}
+        typing.get_type_hints(Carrier)
+        """
+    ),
+    "forward reference: vars of the reference": static(
+        "import typing\ncode = vars(typing.get_args(typing.List['int'])[0])['__forward_code__']\n"
+    ),
+    # -- the kernel's own host adapters are for composition roots
+    "the SQLite store named from kernel code": static(
+        "from harness_kernel.store import SqliteSessionStore\nstore = SqliteSessionStore('/tmp/x.db')\n"
+    ),
+    "the SQLite store through its private module": static(
+        "from harness_kernel.store._sqlite import SqliteSessionStore\n"
+    ),
+    "the SQLite store as an attribute of its package": static(
+        "from harness_kernel import store\nopened = store.SqliteSessionStore('/tmp/x.db')\n"
+    ),
+    "the SQLite store by getattr on its package": static(
+        "from harness_kernel import store\nopened = getattr(store, 'SqliteSessionStore')('/tmp/x.db')\n"
+    ),
+    "the SQLite store by a relative import": static(
+        "from ..store import SqliteSessionStore\n", f"{KERNEL_PACKAGE}/runtime/_evasion.py"
+    ),
+    "the SQLite connection helper": static(
+        "from harness_kernel.store._schema import connect_store\nconnect_store('/tmp/x.db', 'full')\n"
+    ),
+    "the SQLite store named from tools code": static(
+        "from harness_kernel.store import SqliteSessionStore\n",
+        "packages/tools/src/harness_tools/_evasion.py",
+    ),
 }
 
 

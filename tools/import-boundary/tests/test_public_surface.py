@@ -73,6 +73,7 @@ def test_records_keep_their_fields_in_order() -> None:
         "jobs",
         "allow",
         "per_file_allow",
+        "adapters",
     ]
 
 

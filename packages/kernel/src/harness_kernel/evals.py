@@ -842,6 +842,7 @@ async def execute_scenario(
     *,
     report: Mapping[str, object] | None = None,
     model: tuple[str, ModelAdapter] | None = None,
+    attest_workspace: Callable[[MemoryWorkspace], object] | None = None,
 ) -> ScenarioOutcome:
     """Run ``scenario`` (the legacy loop, or its conversation's turns) and check every expectation.
 
@@ -854,6 +855,11 @@ async def execute_scenario(
             scenario's script. Its answers are its own, so only ``run.status`` and
             ``files`` are checked then; the scripted run's exact events, requests, steps,
             tool calls, text and steering are not.
+        attest_workspace: Called with the scenario's memory workspace before the run. Its
+            scripted commands are answered by a handler, and a workspace with handlers is
+            not declared isolated by itself, so file-writing and command tools are refused
+            on it unless the host that runs the scenario declares it here
+            (``lambda workspace: declare_isolation(workspace, "in-memory")``).
 
     Raises:
         ScenarioRuntimeError: the scenario does not use exactly one task, its manifest is
@@ -869,6 +875,8 @@ async def execute_scenario(
         raise ScenarioRuntimeError(f"no decoded manifest for task {task_id}")
     now, new_id = _deterministic_clock()
     workspace = None if scenario.workspace is None else build_workspace(scenario.workspace)
+    if workspace is not None and attest_workspace is not None:
+        attest_workspace(workspace)
     permission = None
     if scenario.workspace is not None or scenario.tools is not None:
         # The task's own rules decide every call, as in a session of that task. A scenario

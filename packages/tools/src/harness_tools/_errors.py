@@ -57,7 +57,7 @@ class ToolError(Exception):
 
 
 def _rebuild_error(cls: type[ToolError], code: str, message: str) -> ToolError:
-    error = cls.__new__(cls)
+    error = ToolError.__new__(cls)
     ToolError.__init__(error, code, message)
     return error
 

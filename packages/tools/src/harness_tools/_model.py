@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Final, Generic, Literal, TypeVar, final
+from typing import Final, Generic, Literal, TypeAlias, TypeVar, final
 
 import msgspec
 
@@ -59,7 +59,7 @@ class ToolExecutionContext(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str | None = None
 
 
-ToolExecute = Callable[[P, "ToolExecutionContext | None"], Awaitable[object]]
+ToolExecute: TypeAlias = Callable[[P, "ToolExecutionContext | None"], Awaitable[object]]
 """The shape of ``Tool.execute``: ``async (params, context=None) -> result``."""
 
 

@@ -8,8 +8,10 @@ manifests — and the ``Workspace`` contract itself stays free of provider names
 
 Who declares what:
 
-- ``MemoryWorkspace`` declares itself ``in-memory``: files in a dict, commands answered by
-  handlers its creator supplied.
+- ``MemoryWorkspace`` declares itself ``in-memory`` only when it has no command handlers:
+  files in a dict, nothing that could reach further. A handler may delegate anywhere (to a
+  host workspace, a shell), so one built with handlers is undeclared until a host that
+  vouches for them declares it ``in-memory`` itself.
 - harness-sandbox's ``SandboxWorkspace`` declares itself ``sandboxed`` once its environment is
   up: a disposable copy, commands inside a container or a bubblewrap jail.
 - A host that runs effects on a ``LocalWorkspace`` anyway does so only on an explicit operator

@@ -44,6 +44,9 @@ class MemoryWorkspace:
         files: The initial files; the mapping is copied.
         commands: Handlers for ``execute``, keyed by program name. A handler may be
             synchronous or ``async``. An unknown program exits with 127, as a shell would.
+            A handler can do anything, the host included, so a workspace built with
+            handlers is not declared isolated: its creator, if it is a host, declares it
+            (``declare_isolation(workspace, "in-memory")``) when it vouches for them.
         clock: Returns the ``created_at`` timestamp of snapshots (UTC ISO 8601 by default).
 
     After :meth:`dispose` every operation but ``dispose`` raises
@@ -64,8 +67,9 @@ class MemoryWorkspace:
         self._disposed = False
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         """Every call received, in order, as ``(operation, arguments)``."""
-        if type(self) is MemoryWorkspace:
-            # A subclass may add host effects of its own, so only the class itself vouches.
+        if type(self) is MemoryWorkspace and not self._commands:
+            # Only what cannot delegate vouches for itself: a subclass may add host effects
+            # of its own, and a command handler may run anything anywhere.
             declare_isolation(self, "in-memory")
 
     @property

@@ -27,6 +27,7 @@ from harness_kernel.evals import (
 )
 from harness_kernel.manifest import ManifestParseError, TaskManifest
 from harness_kernel.models import ModelAdapter
+from harness_workspace import MemoryWorkspace, declare_isolation
 
 __all__ = ["main"]
 
@@ -170,6 +171,12 @@ def _read_scenario(path: Path, root: Path) -> tuple[Scenario, dict[str, TaskMani
     return scenario, manifests
 
 
+def _scripted_workspace(workspace: MemoryWorkspace) -> None:
+    """A scenario's workspace holds its files in memory and answers its commands from the
+    scenario's script (the kernel's own handler): this host vouches that nothing reaches out."""
+    declare_isolation(workspace, "in-memory")
+
+
 async def _run_one(
     path: Path, root: Path, report: Mapping[str, object] | None, model: ModelChoice | None
 ) -> tuple[bool, str]:
@@ -179,7 +186,9 @@ async def _run_one(
     scenario, manifests = read
     chosen = None if model is None else (model[0], model[1]())
     try:
-        outcome = await execute_scenario(scenario, manifests, report=report, model=chosen)
+        outcome = await execute_scenario(
+            scenario, manifests, report=report, model=chosen, attest_workspace=_scripted_workspace
+        )
     except (ScenarioRuntimeError, InvariantCheckError) as error:
         return False, f"FAIL {path}: {error}"
     if outcome.ok:

@@ -30,6 +30,7 @@ __all__ = [
     "TYPE_BUILDERS",
     "annotation_strings",
     "parse_annotation",
+    "scope_values",
 ]
 
 MAX_ANNOTATION_CHARS: Final = 4096
@@ -90,16 +91,21 @@ def annotation_strings(
     qualified: Callable[[cst.BaseExpression], tuple[str, ...]],
     string_values: Callable[[str], list[cst.BaseExpression]],
     children: Callable[[cst.CSTNode], list[cst.CSTNode]],
-) -> Iterator[tuple[cst.CSTNode, str]]:
+) -> Iterator[tuple[cst.CSTNode, str | None]]:
     """The strings of a type expression that typing would evaluate, with their text.
+
+    A string computed at run time (``"a" + b``, an f-string with fields, ``"".join(…)``)
+    comes with ``None``: it cannot be read, so it cannot be verified.
 
     Args:
         expression: The annotation (or field-type argument).
         qualified: What a name or attribute chain resolves to, in the current scope.
-        string_values: The string literals a local name is bound to (``T = "…"``).
+        string_values: The values a local name is bound to (``T = "…"``, ``T = List["…"]``):
+            a type alias is evaluated where it is used, so its strings are code there too.
         children: The walk's child nodes of a node.
     """
     stack: list[cst.CSTNode] = [expression]
+    followed: set[int] = set()
     while stack:
         node = stack.pop()
         if isinstance(node, cst.SimpleString | cst.ConcatenatedString):
@@ -107,11 +113,14 @@ def annotation_strings(
             if text is not None:
                 yield node, text
             continue
+        if _computes_text(node):
+            yield node, None
+            continue
         if isinstance(node, cst.Name):
             for value in string_values(node.value):
-                text = static_string(value)
-                if text is not None:
-                    yield value, text
+                if id(value) not in followed:
+                    followed.add(id(value))
+                    stack.append(value)
             continue
         if isinstance(node, cst.Subscript):
             base = qualified(node.value)
@@ -125,12 +134,23 @@ def annotation_strings(
         stack.extend(children(node))
 
 
-def scope_strings(scope: Scope, name: str) -> list[cst.BaseExpression]:
-    """The string literals ``name`` is assigned in ``scope`` or an enclosing one (nearest first)."""
+def _computes_text(node: cst.CSTNode) -> bool:
+    """Whether ``node`` may build a string at run time (no type expression does this)."""
+    if isinstance(node, cst.BinaryOperation):
+        return not isinstance(node.operator, cst.BitOr)
+    if isinstance(node, cst.FormattedString):
+        return static_string(node) is None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        receiver = node.func.value
+        return isinstance(receiver, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString)
+    return False
+
+
+def scope_values(scope: Scope, name: str) -> list[cst.BaseExpression]:
+    """The values ``name`` is assigned in ``scope`` or an enclosing one (nearest first)."""
     current: Scope | None = scope
     while current is not None:
         if name in current.bindings or name in current.imports:
-            values = current.assignments.get(name, [])
-            return [value for value in values if isinstance(value, cst.SimpleString | cst.ConcatenatedString)]
+            return current.assignments.get(name, [])
         current = current.parent
     return []

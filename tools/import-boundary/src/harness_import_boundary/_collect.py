@@ -16,18 +16,22 @@ from typing import Any, Final, Literal, TypeGuard
 import libcst as cst
 
 from harness_import_boundary._annotations import (
+    ANNOTATED_NAMES,
     ANNOTATION_DEPTH,
     TYPE_BUILDERS,
     annotation_strings,
     parse_annotation,
-    scope_strings,
+    scope_values,
 )
 from harness_import_boundary._model import FilePolicy
 from harness_import_boundary._syntax import (
     BUILTIN_NAMES,
     DICT_LOOKUPS,
     DYNAMIC_ATTRIBUTE_METHODS,
+    GENERIC_BUILTINS,
+    GENERIC_MODULES,
     INTROSPECTION_ATTRIBUTES,
+    NOT_FORWARD_REFERENCES,
     PATH_CLASSES,
     TYPE_CHECKING_NAMES,
     WRITE_METHODS,
@@ -35,12 +39,14 @@ from harness_import_boundary._syntax import (
     Reference,
     Scope,
     WriteAccess,
+    binding_scope,
     chain_parts,
     dotted_name,
     flatten_chain,
     identifier,
     introspection_message,
     is_dynamic_loader,
+    is_private_name,
     positional_arguments,
     resolve,
     static_string,
@@ -176,6 +182,10 @@ class Collector:
         self.write_accesses: list[WriteAccess] = []
         self.import_checks: list[ImportCheck] = []
         self.named_accesses: list[NamedAccess] = []
+        self.private_accesses: list[NamedAccess] = []
+        """Private and dunder attributes read on a receiver the resolver must place."""
+        self.declared_attributes: set[str] = set()
+        """Names the module's classes declare: in a class body, ``__slots__`` or ``self.x = …``."""
         self.mutations: list[tuple[Scope, int, cst.Attribute]] = []
         self.statement = 0
         """The index of the top-level statement being walked (findings are positioned by it)."""
@@ -198,6 +208,9 @@ class Collector:
         self._call_of_func: dict[int, cst.Call] = {}
         self._type_checking_blocks: set[int] = set()
         self._type_checking_depth = 0
+        self._annotation_blocks: set[int] = set()
+        self._annotation_depth = 0
+        """Above zero while the walk is inside an annotation or a field type (checked as code)."""
         self._handlers: dict[type, Callable[[Any], object] | None] = {}
 
     # -- the walk: pre-order, in source order, skipping tokens and whitespace
@@ -223,9 +236,16 @@ class Collector:
             if kind not in handlers:
                 handlers[kind] = getattr(self, f"visit_{kind.__name__}", None)
             handler = handlers[kind]
-            if handler is not None and handler(node) is False:
-                continue
             key = id(node)
+            # A type expression registered before it is reached is inside its own block; an
+            # Annotation registers itself when visited, and only its children are inside.
+            typed = key in self._annotation_blocks
+            self._annotation_depth += typed
+            if handler is not None and handler(node) is False:
+                if typed:
+                    self._annotation_blocks.discard(key)
+                    self._annotation_depth -= 1
+                continue
             if key in self._scope_entries:
                 self._scope_stack.append(self.scope)
                 self.scope = self._scope_entries[key]
@@ -233,12 +253,19 @@ class Collector:
             if key in self._type_checking_blocks:
                 self._type_checking_depth += 1
                 stack.append(_Leave(node))
+            if key in self._annotation_blocks:
+                self._annotation_depth += not typed
+                stack.append(_Leave(node))
             children = _children(node)
             if children:
                 stack.extend(reversed(children))
 
     def _leave(self, node: cst.CSTNode) -> None:
         key = id(node)
+        if key in self._annotation_blocks and self._annotation_depth:
+            self._annotation_blocks.discard(key)
+            self._annotation_depth -= 1
+            return
         if key in self._type_checking_blocks and self._type_checking_depth:
             self._type_checking_blocks.discard(key)
             self._type_checking_depth -= 1
@@ -276,6 +303,8 @@ class Collector:
             self._bind_target(target.value)
         elif isinstance(target, cst.Attribute):
             self.mutations.append((self.scope, self.statement, target))
+            if isinstance(target.value, cst.Name) and identifier(target.value.value) in self.scope.receivers:
+                self.declared_attributes.add(identifier(target.attr.value))
 
     def _mutated(self, target: cst.BaseExpression) -> None:
         """Record attribute targets of statements that store or delete without binding a name."""
@@ -443,6 +472,14 @@ class Collector:
         scope = Scope("function", self.scope)
         self._bind_parameters(node.params, scope)
         self._scope_entries[id(node.body)] = scope
+        if self.scope.kind == "class" and not self._is_static(node):
+            first = [*node.params.posonly_params, *node.params.params][:1]
+            scope.receivers.update(identifier(parameter.name.value) for parameter in first)
+
+    def _is_static(self, node: cst.FunctionDef) -> bool:
+        """A ``staticmethod``'s first parameter is an argument like any other, not the instance."""
+        decorators = (self._qualified_now(decorator.decorator) for decorator in node.decorators)
+        return any("builtins.staticmethod" in qualified for qualified in decorators)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         scope = Scope("function", self.scope)
@@ -459,14 +496,26 @@ class Collector:
             self._handled.add(id(parameter.name))
             name = identifier(parameter.name.value)
             scope.bindings.add(name)
-            if parameter.annotation is not None and self._annotates_path(parameter.annotation.annotation):
-                scope.path_annotated.add(name)
+            if parameter.annotation is not None:
+                scope.narrowed.setdefault(name, []).append(parameter.annotation.annotation)
+                if self._annotates_path(parameter.annotation.annotation):
+                    scope.path_annotated.add(name)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._handled.add(id(node.name))
         self._bind(node.name.value)
         self.scope.definitions.add(identifier(node.name.value))
+        self.scope.classes.add(identifier(node.name.value))
         self._scope_entries[id(node.body)] = Scope("class", self.scope)
+        for base in node.bases:
+            if base.keyword is None and not base.star:
+                # Generic bases (Mapping[str, "JsonValue"]) are type expressions: checked as code.
+                self._type_expression(base.value)
+
+    def _type_expression(self, expression: cst.BaseExpression) -> None:
+        """A type written outside an annotation: its strings are walked as code, like an annotation's."""
+        self._annotation_blocks.add(id(expression))
+        self._annotation_code(expression, 0, None)
 
     def _enter_comprehension(self, node: cst.CSTNode) -> None:
         self._scope_entries[id(node)] = Scope("comprehension", self.scope)
@@ -498,11 +547,35 @@ class Collector:
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._bind_target(target.target, node.value)
+            if self.scope.kind == "class" and isinstance(target.target, cst.Name):
+                self._declare(identifier(target.target.value), node.value)
+
+    def _declare(self, name: str, value: cst.BaseExpression | None) -> None:
+        """A class body binds ``name``; its ``__slots__`` declare the strings they hold."""
+        self.declared_attributes.add(name)
+        if name != "__slots__" or value is None:
+            return
+        elements = (
+            [item.value for item in value.elements] if isinstance(value, cst.Tuple | cst.List) else [value]
+        )
+        for element in elements:
+            text = static_string(element)
+            if text is not None:
+                self.declared_attributes.add(text)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._bind_target(node.target, node.value)
-        if isinstance(node.target, cst.Name) and self._annotates_path(node.annotation.annotation):
-            self.scope.path_annotated.add(identifier(node.target.value))
+        if isinstance(node.target, cst.Name):
+            name = identifier(node.target.value)
+            self.scope.narrowed.setdefault(name, []).append(node.annotation.annotation)
+            if self.scope.kind == "class":
+                self._declare(name, node.value)
+            if node.value is not None and any(
+                alias in TYPE_ALIAS_NAMES for alias in self._qualified_now(node.annotation.annotation)
+            ):
+                self._type_expression(node.value)
+            if self._annotates_path(node.annotation.annotation):
+                self.scope.path_annotated.add(name)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         self._bind_target(node.target)
@@ -549,6 +622,7 @@ class Collector:
     # -- strings that become code (see _annotations)
 
     def visit_Annotation(self, node: cst.Annotation) -> None:
+        self._annotation_blocks.add(id(node))
         self._annotation_code(node.annotation, 0, None)
 
     def _annotation_code(self, expression: cst.BaseExpression, depth: int, place: cst.CSTNode | None) -> None:
@@ -556,7 +630,7 @@ class Collector:
         strings = annotation_strings(
             expression,
             self._qualified_now,
-            lambda name: scope_strings(self.scope, identifier(name)),
+            lambda name: scope_values(self.scope, identifier(name)),
             _children,
         )
         for string, text in list(strings):
@@ -564,11 +638,21 @@ class Collector:
                 continue
             self._analysed_strings.add(id(string))
             at = place if place is not None else string
-            parsed = parse_annotation(text) if depth < ANNOTATION_DEPTH else "strings nested this deep"
+            parsed: cst.BaseExpression | str | None
+            if text is None:
+                parsed = "a type from a string computed at run time cannot be verified"
+            elif depth < ANNOTATION_DEPTH:
+                parsed = parse_annotation(text)
+            else:
+                parsed = "strings nested this deep"
             if isinstance(parsed, str):
                 self._report(at, "IB002", "", "string-annotation", parsed)
             elif parsed is not None:
-                self._walk_from(parsed)
+                self._annotation_depth += 1
+                try:
+                    self._walk_from(parsed)
+                finally:
+                    self._annotation_depth -= 1
                 self._place_at(parsed, at)
                 self._annotation_code(parsed, depth + 1, at)
 
@@ -594,7 +678,7 @@ class Collector:
                     "a type built from computed fields may carry string types that are evaluated later",
                 )
                 return
-            self._annotation_code(argument.value, 0, None)
+            self._type_expression(argument.value)
 
     def _is_type_display(self, expression: cst.BaseExpression) -> bool:
         """Whether ``expression`` shows every field type it holds (no variable hides one)."""
@@ -632,6 +716,8 @@ class Collector:
         ):
             self._type_builder(node)
         function = node.func
+        if self.allow is not None:
+            self._narrowing_call(node, qualified)
         if isinstance(function, cst.Attribute) and identifier(function.attr.value) in DICT_LOOKUPS:
             arguments = positional_arguments(node)
             if _is_dict_attribute(function.value):
@@ -649,7 +735,69 @@ class Collector:
             self._dict_key(node.value, key)
         elif key is not None:
             self._namespace_key(key)
+        if self.allow is not None and not self._annotation_depth:
+            self._forward_references(node.value, [element.slice for element in node.slice])
         self._reference(node.value, subscript=node)
+
+    # -- forward references: strings a typing subscript keeps for later evaluation
+
+    def _is_generic(self, base: cst.BaseExpression) -> bool:
+        """Whether subscribing ``base`` keeps a string argument as a forward reference."""
+        qualified = self._qualified_now(base)
+        if any(name in NOT_FORWARD_REFERENCES for name in qualified):
+            return False
+        if any(name.startswith(GENERIC_MODULES) or name in GENERIC_BUILTINS for name in qualified):
+            return True
+        if isinstance(base, cst.Name):
+            scope = binding_scope(self.scope, identifier(base.value))
+            return scope is not None and identifier(base.value) in scope.classes
+        return False
+
+    def _forward_references(self, base: cst.BaseExpression, arguments: Sequence[cst.CSTNode]) -> None:
+        """Outside an annotation a string in a typing subscript is a forward reference: a value
+        that carries code to whatever evaluates it later, where this checker cannot follow."""
+        if not arguments or not self._is_generic(base):
+            return
+        if any(name in ANNOTATED_NAMES for name in self._qualified_now(base)):
+            arguments = arguments[:1]  # the metadata of Annotated[T, ...] is never evaluated
+        stack: list[cst.CSTNode] = list(arguments)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString):
+                string: cst.CSTNode = node
+            elif isinstance(node, cst.Name) and any(
+                isinstance(value, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString)
+                for value in scope_values(self.scope, identifier(node.value))
+            ):
+                string = node
+            else:
+                if not isinstance(node, cst.Subscript):  # a nested subscript is visited on its own
+                    stack.extend(_children(node))
+                continue
+            self._report(
+                string,
+                "IB002",
+                "",
+                "forward-reference",
+                "a string in a typing subscript outside an annotation is a forward reference "
+                "evaluated as code later; it cannot be verified",
+            )
+
+    # -- what a value is known to be
+
+    def _narrowing_call(self, node: cst.Call, qualified: tuple[str, ...]) -> None:
+        """``isinstance(x, C)`` narrows ``x``; ``C.__getitem__("…")`` is ``C["…"]``."""
+        if "builtins.isinstance" in qualified:
+            arguments = positional_arguments(node) or []
+            if len(arguments) == 2 and isinstance(arguments[0], cst.Name):
+                self.scope.narrowed.setdefault(identifier(arguments[0].value), []).append(arguments[1])
+        function = node.func
+        if (
+            not self._annotation_depth
+            and isinstance(function, cst.Attribute)
+            and identifier(function.attr.value) in ("__getitem__", "__class_getitem__")
+        ):
+            self._forward_references(function.value, [argument.value for argument in node.args])
 
     def _namespace_key(self, key: cst.BaseExpression) -> None:
         """A lookup by a name like ``"__builtins__"`` only ever reads a namespace."""
@@ -661,6 +809,12 @@ class Collector:
         for target in node.comparisons:
             if isinstance(target.operator, cst.In | cst.NotIn) and _is_dict_attribute(target.comparator):
                 self._dict_lookups.add(id(target.comparator))
+        subject = self._type_of_name(node.left) if self.allow is not None else None
+        if subject is not None:
+            # type(x) is C, type(x) is not C, type(x) == C: x is tested against C
+            for target in node.comparisons:
+                if isinstance(target.operator, cst.Is | cst.IsNot | cst.Equal | cst.NotEqual):
+                    self.scope.narrowed.setdefault(subject, []).append(target.comparator)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         name = identifier(node.attr.value)
@@ -674,12 +828,15 @@ class Collector:
             self._introspection(node.attr, name)
         elif name in DYNAMIC_ATTRIBUTE_METHODS:
             self._attribute_method(node, name)
-        elif name == "__dict__" and id(node) not in self._dict_lookups:
-            # A namespace held as a value can be read later by any key (d["__subclasses__"]).
-            self.dict_values.add(id(node.attr))
-            self._dynamic_attribute(
-                node.attr, "a __dict__ used as a value can be read by names that cannot be verified"
-            )
+        elif name == "__dict__":
+            if id(node) not in self._dict_lookups:
+                # A namespace held as a value can be read later by any key (d["__subclasses__"]).
+                self.dict_values.add(id(node.attr))
+                self._dynamic_attribute(
+                    node.attr, "a __dict__ used as a value can be read by names that cannot be verified"
+                )
+        elif self.allow is not None and is_private_name(name):
+            self.private_accesses.append(NamedAccess(self.scope, self.statement, node.value, name, node.attr))
         self._handled.add(id(node.attr))
         if id(node) not in self._handled:
             self._reference(node)
@@ -741,6 +898,17 @@ class Collector:
             return (f"builtins.{names[0]}{rest}",)
         return tuple(f"{qualified}{rest}" for qualified in resolution.qualified)
 
+    def _type_of_name(self, expression: cst.BaseExpression) -> str | None:
+        """``x`` for a call of the builtin ``type(x)``."""
+        if (
+            isinstance(expression, cst.Call)
+            and len(expression.args) == 1
+            and isinstance(expression.args[0].value, cst.Name)
+            and "builtins.type" in self._qualified_now(expression.func)
+        ):
+            return identifier(expression.args[0].value.value)
+        return None
+
     def _is_type_checking(self, test: cst.BaseExpression) -> bool:
         return any(name in TYPE_CHECKING_NAMES for name in self._qualified_now(test))
 
@@ -756,6 +924,9 @@ class Collector:
                 )
             return False
         return any(name in PATH_CLASSES for name in self._qualified_now(annotation))
+
+
+TYPE_ALIAS_NAMES: Final = frozenset({"typing.TypeAlias", "typing_extensions.TypeAlias"})
 
 
 def _is_dict_attribute(expression: cst.BaseExpression) -> TypeGuard[cst.Attribute]:

@@ -34,6 +34,7 @@ _KEYS: Final = (
     "allow",
     "extend-allow",
     "per-file-allow",
+    "adapters",
     "unverifiable",
     "exclude",
     "cache-dir",
@@ -142,6 +143,9 @@ class _Validator:
         per_file_allow = defaults.per_file_allow
         if "per-file-allow" in table:
             per_file_allow = self.per_file_allow(table["per-file-allow"])
+        adapters = defaults.adapters
+        if "adapters" in table:
+            adapters = self.adapters(table["adapters"])
         unverifiable = defaults.unverifiable
         if "unverifiable" in table:
             value = table["unverifiable"]
@@ -173,6 +177,7 @@ class _Validator:
             jobs=jobs,
             allow=allow,
             per_file_allow=per_file_allow,
+            adapters=adapters,
         )
 
     def strings(self, key: str, value: object) -> list[str]:
@@ -235,6 +240,29 @@ class _Validator:
             except ValueError as error:
                 raise self.fail("per-file-allow", str(error)) from error
             pairs.append((pattern, self.allow(f"per-file-allow.{pattern}", entries)))
+        return tuple(pairs)
+
+    def adapters(self, value: object) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        if not _is_table(value):
+            raise self.fail(
+                "adapters", f"must be a table of names to arrays of globs, got {_toml_type(value)}"
+            )
+        pairs: list[tuple[str, tuple[str, ...]]] = []
+        for name, patterns in value.items():
+            key = f"adapters.{name}"
+            try:
+                entries = parse_allow([name])
+            except ValueError as error:
+                raise self.fail(key, str(error)) from error
+            if entries[0].startswith("!") or entries[0].endswith(".*"):
+                raise self.fail(key, "an adapter is one dotted name, not an exclusion or a package 'name.*'")
+            globs = self.strings(key, patterns)
+            for pattern in globs:
+                try:
+                    validate_glob(pattern)
+                except ValueError as error:
+                    raise self.fail(key, str(error)) from error
+            pairs.append((name, tuple(globs)))
         return tuple(pairs)
 
     def exclude(self, value: object) -> tuple[str, ...]:

@@ -263,6 +263,9 @@ class BoundaryConfig:
         allow: Effective allow entries for every file (``allow`` plus ``extend-allow``).
         per_file_allow: ``(glob, entries)`` pairs: entries added for the files whose
             root-relative path matches the glob.
+        adapters: ``(name, globs)`` pairs: a host adapter of the project (a module or an
+            object, and everything below it) that only the files matching one of the globs
+            may name; every other scanned file is refused it, whatever else allows it.
     """
 
     root: Path = field(default_factory=Path.cwd)
@@ -274,3 +277,4 @@ class BoundaryConfig:
     jobs: int = 0
     allow: tuple[str, ...] = DEFAULT_ALLOW
     per_file_allow: tuple[tuple[str, tuple[str, ...]], ...] = tuple(DEFAULT_PER_FILE_ALLOW.items())
+    adapters: tuple[tuple[str, tuple[str, ...]], ...] = ()

@@ -27,12 +27,14 @@ from harness_import_boundary._syntax import (
     Reference,
     Scope,
     WriteAccess,
+    binding_scope,
     call_argument,
     flatten_chain,
     has_star_arguments,
     identifier,
     introspection_message,
     is_dynamic_loader,
+    is_private_name,
     positional_arguments,
     resolve,
     static_string,
@@ -66,6 +68,9 @@ class Resolver:
         for access in self.collector.named_accesses:
             self.statement = access.statement
             self._named_access(access.scope, access.receiver, access.name, access.node)
+        for access in self.collector.private_accesses:
+            self.statement = access.statement
+            self._private_access(access.scope, access.receiver, access.name, access.node)
         if self.allow is not None:
             for scope, statement, target in self.collector.mutations:
                 self.statement = statement
@@ -339,8 +344,24 @@ class Resolver:
             self._builtins_lookup(node, function, attribute)
         elif attribute is None:
             self._dynamic_attribute(node, f"{function} with a computed name cannot be verified")
-        else:
+        elif not self._allow_named_chain(scope, receiver, attribute, node):
             self._named_access(scope, receiver, attribute, node)
+
+    def _allow_named_chain(
+        self, scope: Scope, receiver: cst.BaseExpression, name: str, node: cst.CSTNode
+    ) -> bool:
+        """``getattr(module.x, "y")`` names ``module.x.y``: the allow-list decides it as it
+        decides the attribute; return whether it refused it."""
+        if self.allow is None:
+            return False
+        for qualified in self._qualified(receiver, scope):
+            if any(base in self.refused for base in qualified.split(".")[:1]):
+                continue
+            target = f"{qualified}.{name}"
+            if self.forbidden.match(target) is None and self._verdict(target) is Verdict.REFUSED:
+                self._not_allowed(node, target, "attribute")
+                return True
+        return False
 
     def _builtins_lookup(self, node: cst.CSTNode, function: str, name: str | None) -> None:
         if function != "getattr" or name is None:
@@ -400,6 +421,8 @@ class Resolver:
         self, scope: Scope, receiver: cst.BaseExpression | None, name: str, node: cst.CSTNode
     ) -> None:
         """Rules for ``receiver.<name>`` where the name comes from a constant string."""
+        if self.allow is not None and is_private_name(name) and name not in INTROSPECTION_ATTRIBUTES:
+            self._private_access(scope, receiver, name, node)
         if name in INTROSPECTION_ATTRIBUTES:
             self.report(node, "IB002", "", "introspection", introspection_message(name))
         elif name in DYNAMIC_ATTRIBUTE_METHODS:
@@ -415,6 +438,92 @@ class Resolver:
 
     def _dynamic_attribute(self, node: cst.CSTNode, message: str) -> None:
         self.report(node, "IB002", "", "dynamic-attribute", message)
+
+    # -- private and dunder attributes
+
+    def _private_access(
+        self, scope: Scope, receiver: cst.BaseExpression | None, name: str, node: cst.CSTNode
+    ) -> None:
+        """``receiver._name``: allowed only on what the checker knows is this module's own."""
+        if name in DYNAMIC_ATTRIBUTE_METHODS or name == "__dict__" or self._is_own(scope, receiver, name):
+            return
+        self.report(
+            node,
+            "IB002",
+            "",
+            "private-attribute",
+            f'"{name}" read on a value the checker cannot tell is this module\'s own cannot be verified',
+        )
+
+    def _is_own(self, scope: Scope, receiver: cst.BaseExpression | None, name: str) -> bool:
+        """Whether ``receiver`` is known: an import (the allow-list decides its attributes), a
+        builtin, ``super()``, a class or function of this module, a method's own receiver, or
+        a name annotated with or tested against a class of this module that declares ``name``."""
+        if receiver is None:
+            return False
+        if isinstance(receiver, cst.Call):
+            return "builtins.super" in self._qualified(receiver.func, scope) or self._builtin(
+                receiver.func, scope, "super"
+            )
+        chain = flatten_chain(receiver)
+        if chain is None:
+            return False
+        names, _ = chain
+        base = names[0]
+        resolution = resolve(scope, base)
+        if resolution.from_import:
+            return True
+        if resolution.builtin:
+            return base in BUILTIN_NAMES
+        if len(names) > 1:
+            return False
+        home = binding_scope(scope, base)
+        if home is None:
+            return False
+        if base in home.receivers or (base in home.definitions and base not in home.assignments):
+            return True
+        return (
+            not name.startswith("__")
+            and name in self.collector.declared_attributes
+            and (self._narrowed_to_own(scope, home, base))
+        )
+
+    def _builtin(self, expression: cst.BaseExpression, scope: Scope, name: str) -> bool:
+        return (
+            isinstance(expression, cst.Name)
+            and identifier(expression.value) == name
+            and resolve(scope, name).builtin
+        )
+
+    def _narrowed_to_own(self, scope: Scope, home: Scope, name: str) -> bool:
+        """Whether ``name`` is annotated with or tested against classes of this module only."""
+        current: Scope | None = scope
+        types: list[cst.BaseExpression] = []
+        while current is not None:
+            types.extend(current.narrowed.get(name, ()))
+            if current is home:
+                break
+            current = current.parent
+        return bool(types) and any(self._names_own_classes(expression, scope) for expression in types)
+
+    def _names_own_classes(self, expression: cst.BaseExpression, scope: Scope) -> bool:
+        """``C``, ``C | D``, ``(C, D)`` or ``C | None`` where every class is of this module."""
+        if isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.BitOr):
+            return self._names_own_classes(expression.left, scope) and self._names_own_classes(
+                expression.right, scope
+            )
+        if isinstance(expression, cst.Tuple):
+            return all(self._names_own_classes(element.value, scope) for element in expression.elements)
+        if isinstance(expression, cst.Name):
+            name = identifier(expression.value)
+            if name == "None":
+                return True
+            home = binding_scope(scope, name)
+            return home is not None and name in home.classes and name not in home.assignments
+        if isinstance(expression, cst.SimpleString | cst.ConcatenatedString):
+            text = static_string(expression)
+            return text is not None and text.isidentifier() and self._names_own_classes(cst.Name(text), scope)
+        return False
 
     def _is_builtins_module(self, expression: cst.BaseExpression, scope: Scope) -> bool:
         return "builtins" in self._qualified(expression, scope)

@@ -226,6 +226,7 @@ class _Policies:
         self._forbidden = parse_forbidden(config.forbidden)
         self._allow = config.allow
         self._per_file = [(ExcludeMatcher([glob]), entries) for glob, entries in config.per_file_allow]
+        self._adapters = [(f"!{name}", ExcludeMatcher(globs)) for name, globs in config.adapters]
         self._lists: dict[tuple[int, ...], AllowList] = {}
         self._digests: dict[FilePolicy, str] = {}
 
@@ -236,10 +237,20 @@ class _Policies:
             for index, (matcher, _) in enumerate(self._per_file)
             if relative is not None and matcher.matches(relative)
         )
-        allow = self._lists.get(matched)
+        # A host adapter is refused to every file its globs do not name (an exclusion wins).
+        refused = tuple(
+            -1 - index
+            for index, (_, matcher) in enumerate(self._adapters)
+            if relative is None or not matcher.matches(relative)
+        )
+        allow = self._lists.get(matched + refused)
         if allow is None:
-            entries = [*self._allow, *(entry for index in matched for entry in self._per_file[index][1])]
-            allow = self._lists[matched] = AllowList(tuple(dict.fromkeys(entries)))
+            entries = [
+                *self._allow,
+                *(entry for index in matched for entry in self._per_file[index][1]),
+                *(self._adapters[-1 - index][0] for index in refused),
+            ]
+            allow = self._lists[matched + refused] = AllowList(tuple(dict.fromkeys(entries)))
         return FilePolicy(self._forbidden, allow, target.package())
 
     def digest(self, policy: FilePolicy) -> str:

@@ -138,6 +138,74 @@ BUILTIN_NAMES: Final = frozenset(dir(builtins))
 DICT_LOOKUPS: Final = frozenset({"get", "pop", "setdefault"})
 """Methods of ``__dict__`` that take a key, like a subscript."""
 
+PLAIN_DUNDERS: Final = frozenset(
+    {
+        # names and places, and the class an object has: strings and classes, no code
+        "__name__",
+        "__qualname__",
+        "__module__",
+        "__doc__",
+        "__class__",
+        "__mro__",
+        "__bases__",
+        "__slots__",
+        "__match_args__",
+        "__struct_fields__",
+        "__struct_config__",
+        # an exception's chain and notes
+        "__cause__",
+        "__context__",
+        "__suppress_context__",
+        "__traceback__",
+        "__notes__",
+        # protocol methods: calling one gives no more than the syntax or builtin it serves
+        "__aiter__",
+        "__anext__",
+        "__iter__",
+        "__next__",
+        "__enter__",
+        "__exit__",
+        "__aenter__",
+        "__aexit__",
+        "__await__",
+        "__call__",
+        "__len__",
+        "__contains__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__hash__",
+        "__bool__",
+        "__repr__",
+        "__str__",
+    }
+)
+"""Dunder attributes that are plain data or stand for syntax: free on any receiver. Every
+other dunder, and every private name, needs a receiver the checker knows is the module's own
+(``forward_ref.__forward_arg__``, ``alias.__args__``, ``ref._evaluate(…)`` are findings)."""
+
+GENERIC_MODULES: Final = ("typing.", "typing_extensions.", "collections.")
+"""Modules whose subscripted names turn a string argument into a forward reference."""
+
+GENERIC_BUILTINS: Final = frozenset(
+    f"builtins.{name}" for name in ("list", "dict", "set", "frozenset", "tuple", "type")
+)
+"""Builtin classes whose subscription keeps a string argument that typing evaluates later."""
+
+NOT_FORWARD_REFERENCES: Final = frozenset({"typing.Literal", "typing_extensions.Literal"})
+"""Subscripts whose strings are values, never evaluated."""
+
+
+def is_private_name(name: str) -> bool:
+    """Whether an attribute name is private (``_x``) or a dunder that is not plain data."""
+    return name.startswith("_") and name not in PLAIN_DUNDERS
+
 
 def introspection_message(name: str) -> str:
     """The message of an ``introspection`` finding about the attribute ``name``."""
@@ -167,6 +235,32 @@ class Scope:
     path_names: set[str] = field(default_factory=set[str])
     definitions: set[str] = field(default_factory=set[str])
     """Names bound by ``class`` or ``def`` statements (types, not values)."""
+    classes: set[str] = field(default_factory=set[str])
+    """Names bound by ``class`` statements."""
+    receivers: set[str] = field(default_factory=set[str])
+    """The first parameter of a method: the instance (or class) of a class of this module."""
+    narrowed: dict[str, list[cst.BaseExpression]] = field(default_factory=dict[str, list[cst.BaseExpression]])
+    """Types a name is annotated with or tested against (``isinstance``, ``type(x) is``)."""
+
+
+def binding_scope(scope: Scope, name: str) -> Scope | None:
+    """The scope whose binding ``name`` refers to from ``scope``, or ``None`` (import, builtin)."""
+    if name in scope.global_names:
+        while scope.parent is not None:
+            scope = scope.parent
+    current: Scope | None = scope
+    first = True
+    while current is not None:
+        if current.kind == "class" and not first:
+            current = current.parent
+            continue
+        if name in current.imports:
+            return None
+        if name in current.bindings:
+            return current
+        first = False
+        current = current.parent
+    return None
 
 
 @dataclass(frozen=True)
