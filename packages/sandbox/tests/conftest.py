@@ -15,9 +15,9 @@ from typing import NoReturn
 
 import pytest
 import trio
-from sandbox_helpers import load_build_script
+from sandbox_helpers import engine_unavailable_reason, load_build_script
 
-from harness_sandbox import SANDBOX_ID_RANGE, DockerEngine, EnvironmentSpec, SandboxLimits
+from harness_sandbox import SANDBOX_ID_RANGE, BubblewrapEngine, DockerEngine, EnvironmentSpec, SandboxLimits
 from harness_sandbox._docker import DockerEnvironment
 from harness_sandbox._docker_cli import this_host
 
@@ -51,6 +51,14 @@ def docker_available() -> None:
     )
     if version.returncode != 0:
         _unavailable("docker daemon not reachable: run `dockerd > /tmp/dockerd.log 2>&1 &` (CI starts it)")
+
+
+@pytest.fixture(scope="session")
+def bubblewrap_available() -> None:
+    """Skip (or fail under ``HARNESS_REQUIRE_SANDBOX=1``) unless the bubblewrap engine can run."""
+    reason = trio.run(engine_unavailable_reason, BubblewrapEngine())
+    if reason is not None:
+        _unavailable(f"bubblewrap engine unavailable: {reason} (CI installs it)")
 
 
 @pytest.fixture(scope="session")

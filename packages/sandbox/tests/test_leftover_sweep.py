@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 import trio
-from sandbox_helpers import HostTestEngine, engine_unavailable_reason, git_repository
+from sandbox_helpers import HostTestEngine, git_repository
 
 from harness_sandbox import BubblewrapEngine, SandboxLimits, SandboxWorkspace
 from harness_workspace import CommandRequest
 
 ROOT = os.geteuid() == 0
-REQUIRED = os.environ.get("HARNESS_REQUIRE_SANDBOX") == "1"
 REGISTRY = Path("/run/harness-sandbox") if ROOT else None
 
 # The test reads /proc, /sys and the copies directly: small, local, and the point.
@@ -70,16 +69,6 @@ class Owner:
     @property
     def home(self) -> Path:
         return self.copy.parent
-
-
-@pytest.fixture(scope="session")
-def bubblewrap_available() -> None:
-    reason = trio.run(engine_unavailable_reason, BubblewrapEngine())
-    if reason is None:
-        return
-    if REQUIRED:
-        pytest.fail(f"HARNESS_REQUIRE_SANDBOX=1 and the bubblewrap engine is unavailable: {reason}")
-    pytest.skip(f"bubblewrap engine unavailable: {reason} (CI installs it)")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from sandbox_helpers import HostTestEngine, engine_unavailable_reason, git_repository
+from sandbox_helpers import HostTestEngine, git_repository
 
 from harness_sandbox import (
     SANDBOX_ID_RANGE,
@@ -112,16 +112,6 @@ def probe(request: pytest.FixtureRequest) -> Iterator[Account]:
             ["userdel", "--force", "--remove", account.name], capture_output=True, check=False, timeout=30
         )
         assert account.name not in Path("/etc/passwd").read_text()
-
-
-@pytest.fixture(scope="session")
-def bubblewrap_available() -> None:
-    reason = trio.run(engine_unavailable_reason, BubblewrapEngine())
-    if reason is None:
-        return
-    if REQUIRED:
-        pytest.fail(f"HARNESS_REQUIRE_SANDBOX=1 and the bubblewrap engine is unavailable: {reason}")
-    pytest.skip(f"bubblewrap engine unavailable: {reason} (CI installs it)")
 
 
 @pytest.fixture(params=["bubblewrap", "docker"])
