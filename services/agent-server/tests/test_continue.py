@@ -9,6 +9,7 @@ process-level versions (a real server killed with SIGKILL) are in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +38,7 @@ RESUMED = (
     ScriptedTurn(content="done"),
 )
 NO_OPERATOR = "no operator is connected: the turn was continued at server start"
+LIVE_LEASE = "its owner's lease is live; looked at again in 1.5 s"
 
 
 class Clock:
@@ -309,9 +311,25 @@ async def test_without_persistence_nothing_can_be_continued(running: ServerFacto
         assert refused.value.code == -32013
 
 
-async def _wait_closed(store: SqliteSessionStore, session_id: str) -> None:
+async def _wait_finished(store: SqliteSessionStore, session_id: str) -> None:
+    """Wait until the continued turn has ended and the session's row is closed after it.
+
+    The row alone does not tell: marking a session interrupted closes it too, for the moment
+    before the continuation reopens it, so the last stored event must end a turn as well.
+    """
     with trio.fail_after(10):
-        while (await store.get(session_id)).status != "closed":  # noqa: ASYNC110
+        while True:
+            if (await store.get(session_id)).status == "closed":
+                size = await store.size(session_id)
+                if (await store.slice(session_id, size - 1, size))[-1].event.type == "agent.stopped":
+                    return
+            await trio.sleep(0.01)
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, message: str, *, times: int = 1) -> None:
+    """Wait until the server has logged ``message`` ``times`` times (what it decided, not stored)."""
+    with trio.fail_after(10):
+        while [record.getMessage() for record in caplog.records].count(message) < times:  # noqa: ASYNC110
             await trio.sleep(0.01)
 
 
@@ -329,8 +347,8 @@ async def test_resume_interrupted_continues_each_interrupted_session_at_start_up
         model: Callable[[], FakeModel] = lambda: FakeModel(RESUMED)  # noqa: E731
         options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
         async with running(models={"fake-model/v1": model}, resume_interrupted=True, **options):
-            await _wait_closed(store, "sess-a")
-            await _wait_closed(store, "sess-b")
+            await _wait_finished(store, "sess-a")
+            await _wait_finished(store, "sess-b")
         events = {
             session_id: [item.event for item in (await store.read(session_id, limit=1000)).events]
             for session_id in ("sess-a", "sess-b", "sess-done")
@@ -349,8 +367,9 @@ async def test_resume_interrupted_continues_each_interrupted_session_at_start_up
 
 
 async def test_resume_interrupted_waits_out_a_live_lease_and_leaves_a_renewed_one_alone(
-    running: ServerFactory, tmp_path: Path
+    running: ServerFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="agent_server")
     clock = Clock()
     store = _store_at(tmp_path, clock)
     async with store:
@@ -360,12 +379,14 @@ async def test_resume_interrupted_waits_out_a_live_lease_and_leaves_a_renewed_on
         model: Callable[[], FakeModel] = lambda: FakeModel(RESUMED)  # noqa: E731
         options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
         async with running(models={"fake-model/v1": model}, resume_interrupted=True, **options):
-            await trio.sleep(0.2)  # start-up found both leases live, expiring in a second
+            # Start-up found both leases live, expiring in a second.
+            for session_id in ("sess-dead", "sess-alive"):
+                await _logged(caplog, f"session {session_id}: {LIVE_LEASE}")
             # One owner is alive after all: it renews its lease. The other's runs out.
             await store.renew_lease("sess-alive", "connection-of-sess-alive", lease_ms=3_600_000)
             clock.seconds = 60
-            await _wait_closed(store, "sess-dead")
-            await trio.sleep(0.3)
+            await _wait_finished(store, "sess-dead")
+            await _logged(caplog, "session sess-alive left alone: its lease was renewed or taken")
             alive = await store.get("sess-alive")
         dead_types = [item.event.type for item in (await store.read("sess-dead", limit=1000)).events]
         alive_types = [item.event.type for item in (await store.read("sess-alive", limit=1000)).events]
@@ -375,6 +396,28 @@ async def test_resume_interrupted_waits_out_a_live_lease_and_leaves_a_renewed_on
     assert alive.lease.owner_id == "connection-of-sess-alive"
     assert "turn.resumed" not in alive_types
     assert "session.restored" not in alive_types
+
+
+async def test_resume_interrupted_waits_again_for_a_lease_the_store_clock_still_holds_live(
+    running: ServerFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agent_server")
+    clock = Clock()
+    store = _store_at(tmp_path, clock)
+    async with store:
+        dead = DeadOwner(store, running.workspace)
+        await dead.interrupt("sess-late", stop_at="tool.call")
+        model: Callable[[], FakeModel] = lambda: FakeModel(RESUMED)  # noqa: E731
+        options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+        async with running(models={"fake-model/v1": model}, resume_interrupted=True, **options):
+            # The store clock stands still: when the server's timer runs out, the lease it
+            # found is still live there, unchanged. The session is waited for again.
+            await _logged(caplog, f"session sess-late: {LIVE_LEASE}", times=2)
+            clock.seconds = 60
+            await _wait_finished(store, "sess-late")
+        types = [item.event.type for item in (await store.read("sess-late", limit=1000)).events]
+    assert types.count("turn.resumed") == 1
+    assert types[-2:] == ["turn.completed", "agent.stopped"]
 
 
 async def test_a_conversation_whose_turn_ended_goes_on_after_a_restart(

@@ -18,14 +18,14 @@ from agent_server._protocol import ContinueParams
 from agent_server._restore import is_interrupted_marker, restorable_lease
 from agent_server._sessions import PromptCanceledError, SessionManager
 from agent_server._state import ServerState
-from harness_kernel.store import SessionListing
+from harness_kernel.store import SessionLease, SessionListing
 
 __all__ = ["InterruptedSessions"]
 
 _log: Final = logging.getLogger("agent_server")
 
 LEASE_MARGIN_SECONDS: Final = 0.5
-"""How long after a live lease's expiry its session is looked at again (clocks are not exact)."""
+"""How long after a live lease's expiry its session is looked at again (timers are not exact)."""
 
 
 async def _no_client(text: str) -> None:
@@ -61,36 +61,63 @@ class InterruptedSessions:
             return
         for listing in listings:
             try:
-                delay = await self._delay(listing, now)
+                interrupted, live_lease = await self._interrupted(listing, now)
             except Exception:
                 _log.exception("looking at session %s to resume failed", listing.record.session_id)
                 continue
-            if delay is not None:
-                self._nursery.start_soon(self._resume, listing.record.session_id, delay)
+            if interrupted:
+                self._nursery.start_soon(self._resume, listing.record.session_id, live_lease)
 
-    async def _delay(self, listing: SessionListing, now: datetime) -> float | None:
-        """Seconds until the session may be continued, or ``None`` when it is not interrupted."""
+    async def _interrupted(self, listing: SessionListing, now: datetime) -> tuple[bool, SessionLease | None]:
+        """Whether the session is interrupted, and the lease to wait out first (``None``: none).
+
+        A lease still live may be a dead process's (this server's predecessor) or a live
+        replica's: it is waited out, and the session left alone if the lease is renewed.
+        """
         record = listing.record
         try:
             lease = restorable_lease(self._state, record)
         except SessionNotRestorableError:
-            return None  # not an agent-server session of this root
+            return False, None  # not an agent-server session of this root
         if record.status == "active":
-            if record.session_id in self._state.active_session_ids or lease.expires_at is None:
-                return None
-            remaining = (lease.expires_at - now).total_seconds()
-            # A lease still live may be a dead process's (this server's predecessor) or a live
-            # replica's: it is looked at again once it has expired, and left if it was renewed.
-            return remaining + LEASE_MARGIN_SECONDS if remaining > 0 else 0.0
+            if record.session_id in self._state.active_session_ids:
+                return False, None
+            return True, lease if lease.live_at(now) else None
         if record.status != "closed" or listing.event_count == 0:
-            return None
+            return False, None
         size = listing.event_count
         last = (await self._state.store.slice(record.session_id, size - 1, size))[-1].event
-        return 0.0 if is_interrupted_marker(last) else None
+        return is_interrupted_marker(last), None
 
-    async def _resume(self, session_id: str, delay: float) -> None:
-        with trio.move_on_after(delay):
-            await self._stopped.wait()
+    async def _wait_out(self, session_id: str, lease: SessionLease) -> bool:
+        """Wait until ``lease`` has expired by the store clock; ``False`` if it was renewed or taken.
+
+        The wait is measured on this process's timer, the expiry on the store clock, and the
+        two need not agree: a lease found still live but unchanged is waited out again.
+        """
+        while True:
+            now = await self._state.clock()
+            if lease.expires_at is None or not lease.live_at(now):
+                return True
+            delay = (lease.expires_at - now).total_seconds() + LEASE_MARGIN_SECONDS
+            _log.info("session %s: its owner's lease is live; looked at again in %.1f s", session_id, delay)
+            with trio.move_on_after(delay):
+                await self._stopped.wait()
+            if self._stopped.is_set():
+                return False
+            if (await self._state.store.get(session_id)).lease != lease:
+                _log.info("session %s left alone: its lease was renewed or taken", session_id)
+                return False
+
+    async def _resume(self, session_id: str, live_lease: SessionLease | None) -> None:
+        if live_lease is not None:
+            try:
+                expired = await self._wait_out(session_id, live_lease)
+            except Exception:
+                _log.exception("waiting out the lease of session %s failed", session_id)
+                return
+            if not expired:
+                return
         if self._stopped.is_set():
             return
         manager = SessionManager(
