@@ -65,7 +65,8 @@ EXPECTED = {
     "harness_kernel.evals:execute_scenario": (
         "(scenario: 'Scenario', manifests: 'Mapping[str, TaskManifest]', *, "
         "report: 'Mapping[str, object] | None' = None, "
-        "model: 'tuple[str, ModelAdapter] | None' = None) -> 'ScenarioOutcome'"
+        "model: 'tuple[str, ModelAdapter] | None' = None, "
+        "attest_workspace: 'Callable[[MemoryWorkspace], object] | None' = None) -> 'ScenarioOutcome'"
     ),
     "harness_kernel.runtime:MinimalAgentRuntime.run": "(self, input: 'RunInput') -> 'RunStream'",
     "harness_kernel.runtime:MinimalAgentRuntime.steer": ("(self, run_id: 'str', text: 'str') -> 'None'"),
