@@ -8,30 +8,25 @@ is NFKC-normalised as the interpreter normalises it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeGuard
+from typing import Any, Literal, TypeGuard
 
 import libcst as cst
 
 from harness_import_boundary._annotations import (
-    ANNOTATED_NAMES,
-    ANNOTATION_DEPTH,
+    TYPE_ALIAS_NAMES,
     TYPE_BUILDERS,
-    annotation_strings,
-    parse_annotation,
-    scope_values,
+    field_type_arguments,
+    forward_references,
+    is_type_display,
+    strings_as_code,
 )
 from harness_import_boundary._model import FilePolicy
 from harness_import_boundary._syntax import (
-    BUILTIN_NAMES,
     DICT_LOOKUPS,
     DYNAMIC_ATTRIBUTE_METHODS,
-    GENERIC_BUILTINS,
-    GENERIC_MODULES,
     INTROSPECTION_ATTRIBUTES,
-    NOT_FORWARD_REFERENCES,
     PATH_CLASSES,
     TYPE_CHECKING_NAMES,
     WRITE_METHODS,
@@ -39,7 +34,6 @@ from harness_import_boundary._syntax import (
     Reference,
     Scope,
     WriteAccess,
-    binding_scope,
     chain_parts,
     dotted_name,
     flatten_chain,
@@ -48,9 +42,10 @@ from harness_import_boundary._syntax import (
     is_dynamic_loader,
     is_private_name,
     positional_arguments,
-    resolve,
+    qualified_names,
     static_string,
 )
+from harness_import_boundary._tree import walked_children
 
 __all__ = ["Collector", "ImportCheck", "NamedAccess"]
 
@@ -95,76 +90,6 @@ class _Leave:
 
     def __init__(self, node: cst.CSTNode) -> None:
         self.node = node
-
-
-# Tokens and whitespace never hold a name; the walk does not descend into them.
-_TRIVIA: Final = frozenset(
-    cls
-    for cls in vars(cst).values()
-    if isinstance(cls, type)
-    and issubclass(cls, cst.CSTNode)
-    and (
-        cls.__module__ in ("libcst._nodes.op", "libcst._nodes.whitespace")
-        or cls.__name__.startswith(("Left", "Right"))
-    )
-)
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _child_fields(kind: type) -> tuple[str, ...]:
-    names = _CHILD_FIELDS.get(kind)
-    if names is None:
-        names = tuple(
-            item.name
-            for item in dataclasses.fields(kind)
-            if not item.name.startswith(("whitespace", "lpar", "rpar", "leading_lines", "lines_after"))
-            and item.name not in ("header", "footer", "trailing_whitespace", "semicolon", "comma", "newline")
-        )
-        _CHILD_FIELDS[kind] = names
-    return names
-
-
-# Whether a value of a given type is a node the walk descends into. CSTNode is an abstract
-# base class, whose isinstance check is the walk's costliest step: it is asked once a type.
-_WALKED: dict[type, bool] = {}
-
-
-def _learn(value: object) -> bool:
-    walked = _WALKED[type(value)] = isinstance(value, cst.CSTNode) and type(value) not in _TRIVIA
-    return walked
-
-
-def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    children: list[cst.CSTNode] = []
-    walked = _WALKED
-    kind = type(node)
-    for name in _CHILD_FIELDS.get(kind) or _child_fields(kind):
-        value: object = getattr(node, name)
-        value_kind: type = type(value)
-        if value_kind is list or value_kind is tuple:
-            items: Sequence[object] = value  # pyright: ignore[reportAssignmentType] - checked above
-            for item in items:
-                if walked.get(type(item)) or (type(item) not in walked and _learn(item)):
-                    children.append(item)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
-        elif walked.get(value_kind) or (value_kind not in walked and _learn(value)):
-            children.append(value)  # pyright: ignore[reportArgumentType] - a node, by _WALKED
-    return children
-
-
-# What a field-type argument may be made of, beside names, numbers and strings.
-_TYPE_DISPLAY_PARTS: Final = (
-    cst.Attribute,
-    cst.Subscript,
-    cst.SubscriptElement,
-    cst.Index,
-    cst.BinaryOperation,
-    cst.List,
-    cst.Tuple,
-    cst.Set,
-    cst.Dict,
-    cst.Element,
-    cst.DictElement,
-)
 
 
 class Collector:
@@ -256,7 +181,7 @@ class Collector:
             if key in self._annotation_blocks:
                 self._annotation_depth += not typed
                 stack.append(_Leave(node))
-            children = _children(node)
+            children = walked_children(node)
             if children:
                 stack.extend(reversed(children))
 
@@ -627,34 +552,18 @@ class Collector:
 
     def _annotation_code(self, expression: cst.BaseExpression, depth: int, place: cst.CSTNode | None) -> None:
         """Walk the strings of a type expression as the code they become when evaluated."""
-        strings = annotation_strings(
-            expression,
-            self._qualified_now,
-            lambda name: scope_values(self.scope, identifier(name)),
-            _children,
-        )
-        for string, text in list(strings):
-            if id(string) in self._analysed_strings:
-                continue
-            self._analysed_strings.add(id(string))
+        for string, code in strings_as_code(expression, depth, self.scope, self._analysed_strings):
             at = place if place is not None else string
-            parsed: cst.BaseExpression | str | None
-            if text is None:
-                parsed = "a type from a string computed at run time cannot be verified"
-            elif depth < ANNOTATION_DEPTH:
-                parsed = parse_annotation(text)
-            else:
-                parsed = "strings nested this deep"
-            if isinstance(parsed, str):
-                self._report(at, "IB002", "", "string-annotation", parsed)
-            elif parsed is not None:
-                self._annotation_depth += 1
-                try:
-                    self._walk_from(parsed)
-                finally:
-                    self._annotation_depth -= 1
-                self._place_at(parsed, at)
-                self._annotation_code(parsed, depth + 1, at)
+            if isinstance(code, str):
+                self._report(at, "IB002", "", "string-annotation", code)
+                continue
+            self._annotation_depth += 1
+            try:
+                self._walk_from(code)
+            finally:
+                self._annotation_depth -= 1
+            self._place_at(code, at)
+            self._annotation_code(code, depth + 1, at)
 
     def _place_at(self, parsed: cst.CSTNode, at: cst.CSTNode) -> None:
         stack: list[cst.CSTNode] = [parsed]
@@ -665,11 +574,8 @@ class Collector:
 
     def _type_builder(self, call: cst.Call) -> None:
         """Field types given to a type built at run time are evaluated like annotations."""
-        arguments = list(call.args)
-        if arguments and arguments[0].keyword is None and not arguments[0].star:
-            arguments = arguments[1:]  # the name
-        for argument in arguments:
-            if argument.star or not self._is_type_display(argument.value):
+        for argument in field_type_arguments(call):
+            if argument.star or not is_type_display(argument.value, self.scope):
                 self._report(
                     call.func,
                     "IB002",
@@ -679,32 +585,6 @@ class Collector:
                 )
                 return
             self._type_expression(argument.value)
-
-    def _is_type_display(self, expression: cst.BaseExpression) -> bool:
-        """Whether ``expression`` shows every field type it holds (no variable hides one)."""
-        stack: list[cst.CSTNode] = [expression]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.Name):
-                name = identifier(node.value)
-                if name not in ("None", "True", "False") and not self._names_a_type(name):
-                    return False
-            elif isinstance(node, _TYPE_DISPLAY_PARTS):
-                stack.extend(_children(node))
-            elif not isinstance(node, cst.BaseNumber | cst.SimpleString | cst.ConcatenatedString):
-                return False
-        return True
-
-    def _names_a_type(self, name: str) -> bool:
-        resolution = resolve(self.scope, name)
-        if resolution.from_import or (resolution.builtin and name in BUILTIN_NAMES):
-            return True
-        current: Scope | None = self.scope
-        while current is not None:
-            if name in current.bindings or name in current.imports:
-                return name in current.definitions and name not in current.assignments
-            current = current.parent
-        return False
 
     def visit_Call(self, node: cst.Call) -> None:
         self._call_of_func[id(node.func)] = node
@@ -739,41 +619,10 @@ class Collector:
             self._forward_references(node.value, [element.slice for element in node.slice])
         self._reference(node.value, subscript=node)
 
-    # -- forward references: strings a typing subscript keeps for later evaluation
-
-    def _is_generic(self, base: cst.BaseExpression) -> bool:
-        """Whether subscribing ``base`` keeps a string argument as a forward reference."""
-        qualified = self._qualified_now(base)
-        if any(name in NOT_FORWARD_REFERENCES for name in qualified):
-            return False
-        if any(name.startswith(GENERIC_MODULES) or name in GENERIC_BUILTINS for name in qualified):
-            return True
-        if isinstance(base, cst.Name):
-            scope = binding_scope(self.scope, identifier(base.value))
-            return scope is not None and identifier(base.value) in scope.classes
-        return False
-
     def _forward_references(self, base: cst.BaseExpression, arguments: Sequence[cst.CSTNode]) -> None:
         """Outside an annotation a string in a typing subscript is a forward reference: a value
         that carries code to whatever evaluates it later, where this checker cannot follow."""
-        if not arguments or not self._is_generic(base):
-            return
-        if any(name in ANNOTATED_NAMES for name in self._qualified_now(base)):
-            arguments = arguments[:1]  # the metadata of Annotated[T, ...] is never evaluated
-        stack: list[cst.CSTNode] = list(arguments)
-        while stack:
-            node = stack.pop()
-            if isinstance(node, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString):
-                string: cst.CSTNode = node
-            elif isinstance(node, cst.Name) and any(
-                isinstance(value, cst.SimpleString | cst.ConcatenatedString | cst.FormattedString)
-                for value in scope_values(self.scope, identifier(node.value))
-            ):
-                string = node
-            else:
-                if not isinstance(node, cst.Subscript):  # a nested subscript is visited on its own
-                    stack.extend(_children(node))
-                continue
+        for string in forward_references(base, arguments, self.scope):
             self._report(
                 string,
                 "IB002",
@@ -888,15 +737,7 @@ class Collector:
     # -- helpers that read the scopes built so far (imports precede their use)
 
     def _qualified_now(self, expression: cst.BaseExpression) -> tuple[str, ...]:
-        chain = flatten_chain(expression)
-        if chain is None:
-            return ()
-        names, _ = chain
-        resolution = resolve(self.scope, names[0])
-        rest = "".join(f".{name}" for name in names[1:])
-        if resolution.builtin:
-            return (f"builtins.{names[0]}{rest}",)
-        return tuple(f"{qualified}{rest}" for qualified in resolution.qualified)
+        return qualified_names(self.scope, expression)
 
     def _type_of_name(self, expression: cst.BaseExpression) -> str | None:
         """``x`` for a call of the builtin ``type(x)``."""
@@ -924,9 +765,6 @@ class Collector:
                 )
             return False
         return any(name in PATH_CLASSES for name in self._qualified_now(annotation))
-
-
-TYPE_ALIAS_NAMES: Final = frozenset({"typing.TypeAlias", "typing_extensions.TypeAlias"})
 
 
 def _is_dict_attribute(expression: cst.BaseExpression) -> TypeGuard[cst.Attribute]:

@@ -1,4 +1,4 @@
-"""Walking the trees, reading sources, the content-hash cache and the worker pool (spec §2, §10, §11).
+"""Walking the trees, reading sources and the worker pool (spec §2, §11); the cache is ``_cache``.
 
 libcst is imported (through ``_analysis``) only when some file misses the cache, so a warm
 run over an unchanged tree walks, reads and hashes, and never pays for the parser.
@@ -9,32 +9,29 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import json
 import multiprocessing
 import os
 import stat
-import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing.context import BaseContext
 from pathlib import Path, PurePath
-from typing import Final, TypeGuard, cast
+from typing import Final
 
 from harness_import_boundary._allow import AllowList
+from harness_import_boundary._cache import AnalysisCache, FileAnalysis, cache_key
 from harness_import_boundary._config import ExcludeMatcher
 from harness_import_boundary._model import (
-    RULES,
     BoundaryConfig,
     FilePolicy,
     Finding,
     RawFinding,
     parse_forbidden,
 )
-from harness_import_boundary._suppress import SuppressionComment, apply_suppressions, parse_suppressions
-from harness_import_boundary._version import __version__
+from harness_import_boundary._suppress import apply_suppressions, parse_suppressions
+from harness_import_boundary._version import TOOL_NAME
 
 __all__ = [
     "MAX_DEFAULT_JOBS",
@@ -50,7 +47,6 @@ __all__ = [
     "scan",
 ]
 
-TOOL_NAME: Final = "harness-import-boundary"
 SOURCE_SUFFIXES: Final = (".py", ".pyi")
 MAX_DEFAULT_JOBS: Final = 8
 """``jobs = 0`` means min(CPU count, this)."""
@@ -58,7 +54,6 @@ MAX_DEFAULT_JOBS: Final = 8
 PARSER_DIED_FORM: Final = "unparsable-source"
 PARSER_DIED_MESSAGE: Final = "parser process died"
 
-_CACHE_FORMAT: Final = 1
 _CHUNKS_PER_WORKER: Final = 16
 
 _REFUSAL_MESSAGES: Final = {
@@ -94,14 +89,6 @@ _TYPED_MARKER: Final = "py.typed"
 _PYC_HEADER_BYTES: Final = 16
 _PYC_HASH_BASED: Final = 0b01
 _PYC_CHECK_SOURCE: Final = 0b10
-
-
-@dataclass(frozen=True, slots=True)
-class FileAnalysis:
-    """What the cache stores for one file's bytes: its raw findings and suppression comments."""
-
-    raw: tuple[RawFinding, ...]
-    suppressions: tuple[SuppressionComment, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +157,7 @@ def scan(
     """
     root = os.path.abspath(config.root)
     walker = _walk(root, paths, config)
-    cache = _Cache(Path(walker.cache_location)) if use_cache else None
+    cache = AnalysisCache(Path(walker.cache_location)) if use_cache else None
     batch = _read_sources(walker, _Policies(config), cache)
     cached = _analyze_batch_misses(batch, cache, config.jobs)
     findings, source_lines, outside_root = _collect_findings(batch, config)
@@ -449,132 +436,6 @@ def _read_source(location: str) -> bytes:
         return stream.read()
 
 
-# ------------------------------------------------------------------ the content-hash cache
-
-
-def _cache_key(policy_digest: str, source: bytes) -> str:
-    digest = hashlib.sha256()
-    for part in (__version__.encode(), policy_digest.encode()):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    digest.update(source)
-    return digest.hexdigest()
-
-
-class _Cache:
-    """Per-file analyses stored as ``<key>.json``; a bad entry is a miss, a failed write a warning."""
-
-    def __init__(self, directory: Path) -> None:
-        self._directory = directory
-        self._writable = True
-        self._created = False
-
-    def load(self, key: str) -> FileAnalysis | None:
-        try:
-            document: object = json.loads((self._directory / f"{key}.json").read_bytes())
-        except (OSError, ValueError):
-            return None
-        return _decode_entry(document, key)
-
-    def store(self, key: str, analysis: FileAnalysis) -> None:
-        if not self._writable:
-            return
-        payload = json.dumps(_encode_entry(key, analysis), separators=(",", ":")).encode()
-        try:
-            if not self._created:
-                self._directory.mkdir(parents=True, exist_ok=True)
-                self._created = True
-            descriptor, temporary = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=self._directory)
-            try:
-                with open(descriptor, "wb") as stream:
-                    stream.write(payload)
-                os.replace(temporary, self._directory / f"{key}.json")
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
-                raise
-        except OSError as error:
-            self._writable = False
-            print(
-                f"{TOOL_NAME}: warning: cannot write the cache in {self._directory} "
-                f"({error.strerror or error}); continuing without it",
-                file=sys.stderr,
-            )
-
-
-def _encode_entry(key: str, analysis: FileAnalysis) -> dict[str, object]:
-    return {
-        "format": _CACHE_FORMAT,
-        "version": __version__,
-        "key": key,
-        "findings": [
-            [item.rule, item.line, item.column, item.module, item.form, item.message] for item in analysis.raw
-        ],
-        "suppressions": [
-            [comment.line, comment.column, list(comment.rules), comment.reason, comment.error]
-            for comment in analysis.suppressions
-        ],
-    }
-
-
-def _decode_entry(document: object, key: str) -> FileAnalysis | None:
-    """Rebuild a cached analysis, or ``None`` for anything that is not exactly a current entry."""
-    if not _is_dict(document) or set(document) != {"format", "version", "key", "findings", "suppressions"}:
-        return None
-    if not _is_int(document["format"]) or document["format"] != _CACHE_FORMAT:
-        return None
-    if document["version"] != __version__ or document["key"] != key:
-        return None
-    findings, comments = document["findings"], document["suppressions"]
-    if not _is_list(findings) or not _is_list(comments):
-        return None
-    raw: list[RawFinding] = []
-    for item in findings:
-        if not _is_list(item) or len(item) != 6:
-            return None
-        rule, line, column, module, form, message = item
-        if not (
-            _is_str(rule)
-            and rule in RULES
-            and _is_int(line)
-            and _is_int(column)
-            and _is_str(module)
-            and _is_str(form)
-            and _is_str(message)
-        ):
-            return None
-        raw.append(RawFinding(rule, line, column, module, form, message))
-    suppressions: list[SuppressionComment] = []
-    for item in comments:
-        if not _is_list(item) or len(item) != 5:
-            return None
-        line, column, rules, reason, error = item
-        if not (_is_int(line) and _is_int(column) and _is_list(rules) and _is_str(reason)):
-            return None
-        if not (error is None or _is_str(error)):
-            return None
-        if not all(_is_str(rule) and rule in RULES for rule in rules):
-            return None
-        suppressions.append(SuppressionComment(line, column, tuple(cast("list[str]", rules)), reason, error))
-    return FileAnalysis(raw=tuple(raw), suppressions=tuple(suppressions))
-
-
-def _is_dict(value: object) -> TypeGuard[dict[str, object]]:
-    return type(value) is dict
-
-
-def _is_list(value: object) -> TypeGuard[list[object]]:
-    return type(value) is list
-
-
-def _is_str(value: object) -> TypeGuard[str]:
-    return type(value) is str
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return type(value) is int
-
-
 # ------------------------------------------------------------------ analysis, in-process or in a pool
 
 
@@ -748,7 +609,7 @@ def _walk(root: str, paths: Sequence[str | os.PathLike[str]], config: BoundaryCo
     return walker
 
 
-def _read_sources(walker: _Walker, policies: _Policies, cache: _Cache | None) -> _Batch:
+def _read_sources(walker: _Walker, policies: _Policies, cache: AnalysisCache | None) -> _Batch:
     """Read every walked file, key it by its policy and content, and look it up in the cache."""
     batch = _Batch(refused=list(walker.refused))
     for target in walker.files:
@@ -758,7 +619,7 @@ def _read_sources(walker: _Walker, policies: _Policies, cache: _Cache | None) ->
             batch.refused.append((target, refusal.kind))
             continue
         policy = policies.for_target(target)
-        key = _cache_key(policies.digest(policy), source)
+        key = cache_key(policies.digest(policy), source)
         batch.targets.append(target)
         batch.sources.append(source)
         batch.policies.append(policy)
@@ -767,7 +628,7 @@ def _read_sources(walker: _Walker, policies: _Policies, cache: _Cache | None) ->
     return batch
 
 
-def _analyze_batch_misses(batch: _Batch, cache: _Cache | None, jobs: int) -> int:
+def _analyze_batch_misses(batch: _Batch, cache: AnalysisCache | None, jobs: int) -> int:
     """Analyse the files the cache did not answer, in place; return how many it answered."""
     misses = [index for index, analysis in enumerate(batch.analyses) if analysis is None]
     if misses:

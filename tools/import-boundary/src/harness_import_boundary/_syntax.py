@@ -415,3 +415,16 @@ def resolve(scope: Scope, name: str) -> Resolution:
         first = False
         current = current.parent
     return Resolution((), builtin=True, from_import=False)
+
+
+def qualified_names(scope: Scope, expression: cst.BaseExpression) -> tuple[str, ...]:
+    """What a name or attribute chain may stand for, as seen from ``scope`` (empty for other expressions)."""
+    chain = flatten_chain(expression)
+    if chain is None:
+        return ()
+    names, _ = chain
+    resolution = resolve(scope, names[0])
+    rest = "".join(f".{name}" for name in names[1:])
+    if resolution.builtin:
+        return (f"builtins.{names[0]}{rest}",)
+    return tuple(f"{qualified}{rest}" for qualified in resolution.qualified)

@@ -1,9 +1,11 @@
-"""The distribution's version, read from its installed metadata."""
+"""The checker's name, and the distribution's version read from its installed metadata."""
 
 from importlib.metadata import PackageNotFoundError, version
 from typing import Final
 
-__all__ = ["__version__"]
+__all__ = ["TOOL_NAME", "__version__"]
+
+TOOL_NAME: Final = "harness-import-boundary"
 
 
 def _distribution_version() -> str:
