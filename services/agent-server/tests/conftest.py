@@ -19,7 +19,7 @@ from wsproto.events import AcceptConnection, CloseConnection, Event, Request, Te
 from agent_server import ServerConfig, ServerHandle, ToolProviderContext, serve
 from agent_server.client import AcpClient, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
-from harness_kernel.store import MemorySessionStore, SessionStore
+from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
 from harness_tools import Tool, create_echo_tool
 
 TOOL_SCRIPT = (
@@ -162,9 +162,9 @@ async def replay_all(client: AcpClient, session_id: str, *, page: int = 1000) ->
 
 
 async def wait_for_closed_row(store: SessionStore, session_id: str) -> None:
-    """Wait (at most 10 s) until the server has finished the session and closed its row."""
+    """Wait until the server has finished the session and closed its row (30 s at most: a busy machine)."""
     # The store signals nothing, so polling is the only way to observe the row from outside.
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         while (await store.get(session_id)).status != "closed":  # noqa: ASYNC110
             await trio.sleep(0.01)
 
@@ -206,6 +206,18 @@ class ServerFactory:
                 yield handle
             finally:
                 await handle.aclose()
+
+    @asynccontextmanager
+    async def session_store(self) -> AsyncGenerator[SessionStore]:
+        """An open store of this factory's kind, for a test to pass as ``session_store`` and watch."""
+        store: SessionStore
+        if self.store_kind == "memory":
+            store = MemorySessionStore()
+        else:
+            (self.tmp_path / "state").mkdir(exist_ok=True)
+            store = SqliteSessionStore(self.tmp_path / "state" / "watched.sqlite")
+        async with store:
+            yield store
 
     # The raw-socket helpers ride on the fixture: test modules cannot import conftest at run time.
     http_exchange = staticmethod(http_exchange)

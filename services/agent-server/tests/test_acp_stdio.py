@@ -609,25 +609,30 @@ async def test_a_prompt_after_the_harness_session_ended_runs_in_a_new_one_record
     (tmp_path / "state").mkdir()
     db = tmp_path / "state" / "sessions.sqlite"
     script = (ScriptedTurn(content="first"), ScriptedTurn(content="second"))
+    store = SqliteSessionStore(db)  # the server's store, given so the test can watch it
     config = ServerConfig(
         port=0,
         workspace_root=str(tmp_path),
-        db_path=str(db),
+        session_store=store,
         models={"fake-model/v1": ScenarioModelFactory(script)},
-        created_session_timeout_ms=200,
+        created_session_timeout_ms=1000,  # long enough for the first prompt on a busy machine
     )
     to_agent_send, to_agent_receive = trio.testing.memory_stream_one_way_pair()
     from_agent_send, from_agent_receive = trio.testing.memory_stream_one_way_pair()
     log = SessionLog(f"{db}.acp-sessions.jsonl")
     editor = _Lines(to_agent_send, from_agent_receive)
-    async with trio.open_nursery() as nursery:
+    async with store, trio.open_nursery() as nursery:
         nursery.start_soon(lambda: run_acp_stdio(config, to_agent_receive, from_agent_send, session_log=log))
         await editor.request(1, "initialize", {"protocolVersion": 1})
         created = await editor.request(2, "session/new", {"cwd": str(tmp_path / "ws"), "mcpServers": []})
         session_id = created["result"]["sessionId"]
         prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]}
         assert (await editor.request(3, "session/prompt", prompt))["result"] == {"stopReason": "end_turn"}
-        await trio.sleep(0.6)  # the server's idle timeout ends the harness session meanwhile
+        (first,) = await log.harness_sessions(session_id)
+        # The server's idle timeout ends the harness session meanwhile.
+        with trio.fail_after(30):
+            while (await store.get(first)).status != "closed":  # noqa: ASYNC110 - the store signals nothing
+                await trio.sleep(0.01)
         assert (await editor.request(4, "session/prompt", prompt))["result"] == {"stopReason": "end_turn"}
         chain = await log.harness_sessions(session_id)
         assert len(chain) == 2

@@ -16,6 +16,7 @@ from agent_server._acp_stdio_map import MAX_TOOL_TEXT_CHARS, UpdateMapper, stop_
 from agent_server._config import DEFAULT_MODEL_NAME
 from agent_server._scenario import ScenarioModelFactory
 from harness_kernel.models import ScriptedTurn
+from harness_kernel.store import MemorySessionStore
 
 
 @pytest.mark.parametrize(
@@ -134,11 +135,12 @@ def test_a_replay_sends_the_users_messages_back() -> None:
 
 async def test_a_first_prompt_after_the_servers_idle_timeout_still_runs(tmp_path: Path) -> None:
     """An editor may open a thread and type minutes later; the server cancels idle sessions."""
+    store = MemorySessionStore()  # given so the test can watch the harness session end
     config = ServerConfig(
         port=0,
         workspace_root=str(tmp_path),
-        persistence=False,
-        created_session_timeout_ms=50,
+        session_store=store,
+        created_session_timeout_ms=1000,  # the fresh harness session outlives a busy gap
         models={DEFAULT_MODEL_NAME: ScenarioModelFactory([ScriptedTurn(content="hello")])},
     )
     to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
@@ -157,11 +159,14 @@ async def test_a_first_prompt_after_the_servers_idle_timeout_still_runs(tmp_path
             if answer.get("id") == request_id and "method" not in answer:
                 return answer
 
-    async with trio.open_nursery() as nursery:
+    async with store, trio.open_nursery() as nursery:
         nursery.start_soon(lambda: run_acp_stdio(config, agent_in, agent_out, session_log=None))
         await call(1, "initialize", {"protocolVersion": 1})
         created = await call(2, "session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        await trio.sleep(0.3)  # several idle timeouts: the first harness session is cancelled
+        # The idle timeout cancels the first harness session before the editor's first prompt.
+        with trio.fail_after(30):
+            while [listing.record.status for listing in await store.list()] != ["closed"]:  # noqa: ASYNC110
+                await trio.sleep(0.01)
         prompt = [{"type": "text", "text": "hi"}]
         answer = await call(
             3, "session/prompt", {"sessionId": created["result"]["sessionId"], "prompt": prompt}

@@ -233,9 +233,12 @@ async def test_a_chat_whose_session_ended_starts_a_new_one_and_says_so(running: 
     script = (ScriptedTurn(content="first answer"), ScriptedTurn(content="second answer"))
     options = {
         "models": {DEFAULT_MODEL_NAME: ScenarioModelFactory(script)},
-        "created_session_timeout_ms": 300,
+        "created_session_timeout_ms": 1000,
     }
-    async with running(**options) as handle:
+    async with (
+        running.session_store() as store,
+        running(db_path=None, session_store=store, **options) as handle,
+    ):
         assert handle.token is not None
         command = [sys.executable, "-m", "agent_server", "chat", "--url", handle.url, "--workspace", "ws"]
         process = await trio.lowlevel.open_process(
@@ -250,9 +253,10 @@ async def test_a_chat_whose_session_ended_starts_a_new_one_and_says_so(running: 
         output = b""
         await process.stdin.send_all(b"one\n")
         with trio.fail_after(30):
-            while b"session sess-" not in output:
+            while (first := re.search(rb"session (sess-[0-9a-f-]+)\]", output)) is None:
                 output += await process.stdout.receive_some()
-        await trio.sleep(0.8)  # longer than the server's idle timeout: the session ends
+        # The chat waits at its prompt while the server's idle timeout ends the session.
+        await running.wait_for_closed_row(store, first[1].decode())
         await process.stdin.send_all(b"two\n")
         await process.stdin.aclose()
         with trio.fail_after(30):

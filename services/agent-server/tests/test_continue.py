@@ -317,7 +317,7 @@ async def _wait_finished(store: SqliteSessionStore, session_id: str) -> None:
     The row alone does not tell: marking a session interrupted closes it too, for the moment
     before the continuation reopens it, so the last stored event must end a turn as well.
     """
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         while True:
             if (await store.get(session_id)).status == "closed":
                 size = await store.size(session_id)
@@ -328,7 +328,7 @@ async def _wait_finished(store: SqliteSessionStore, session_id: str) -> None:
 
 async def _logged(caplog: pytest.LogCaptureFixture, message: str, *, times: int = 1) -> None:
     """Wait until the server has logged ``message`` ``times`` times (what it decided, not stored)."""
-    with trio.fail_after(10):
+    with trio.fail_after(30):
         while [record.getMessage() for record in caplog.records].count(message) < times:  # noqa: ASYNC110
             await trio.sleep(0.01)
 

@@ -159,7 +159,7 @@ async def test_a_prompt_beside_a_running_turn_is_refused_and_the_turn_goes_on(ru
 async def test_an_idle_session_is_closed_by_the_idle_timeout(running: ServerFactory, tmp_path: Path) -> None:
     (tmp_path / "state").mkdir()
     store = SqliteSessionStore(tmp_path / "state" / "idle.sqlite")
-    options: dict[str, Any] = {"db_path": None, "session_store": store, "created_session_timeout_ms": 300}
+    options: dict[str, Any] = {"db_path": None, "session_store": store, "created_session_timeout_ms": 1000}
     async with store, running(**options) as handle, handle.connect() as client:
         session_id = await _new_session(client)
         await client.prompt(session_id, "go")
@@ -184,13 +184,18 @@ async def test_an_idle_session_keeps_its_lease_and_a_disconnect_closes_it(
             await client.prompt(session_id, "go")
             granted = (await store.get(session_id)).lease
             assert granted is not None
-            await trio.sleep(1.2)  # longer than the lease: only the refresh keeps it
-            record = await store.get(session_id)
-            assert record.status == "active"
-            assert record.lease is not None
-            assert record.lease.live_at(await store.current_time())
-            assert record.lease.expires_at is not None
             assert granted.expires_at is not None
+            # Watched until the store's clock is past the granted lease: only a refresh keeps it live.
+            with trio.fail_after(30):
+                while True:
+                    record = await store.get(session_id)
+                    now = await store.current_time()
+                    assert record.status == "active"
+                    assert record.lease is not None
+                    if now > granted.expires_at and record.lease.live_at(now):
+                        break
+                    await trio.sleep(0.05)
+            assert record.lease.expires_at is not None
             assert record.lease.expires_at > granted.expires_at
         await running.wait_for_closed_row(store, session_id)
 

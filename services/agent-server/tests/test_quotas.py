@@ -202,7 +202,7 @@ async def test_the_server_applies_the_size_retention_to_what_the_store_held_at_s
         SqliteSessionStore(path) as store,
     ):
         # Retention runs in the server's background, which signals nothing: poll the store.
-        with trio.fail_after(10):
+        with trio.fail_after(30):
             while "finished" in {listing.record.session_id for listing in await store.list()}:  # noqa: ASYNC110
                 await trio.sleep(0.01)
         assert [listing.record.session_id for listing in await store.list()] == ["live"]

@@ -170,9 +170,13 @@ async def test_a_failed_lease_refresh_aborts_the_run_as_a_persistence_failure(
 
 
 async def test_an_unprompted_session_is_canceled_by_the_idle_timer(running: ServerFactory) -> None:
-    async with running(created_session_timeout_ms=20) as handle, handle.connect() as client:
+    async with (
+        running.session_store() as store,
+        running(db_path=None, session_store=store, created_session_timeout_ms=20) as handle,
+        handle.connect() as client,
+    ):
         session_id = await _new_session(client)
-        await trio.sleep(0.2)
+        await running.wait_for_closed_row(store, session_id)
         assert await client.request("session/cancel", {"sessionId": session_id}) == {"canceled": False}
         with pytest.raises(AcpClientError) as already:
             await client.request("session/prompt", {"sessionId": session_id, "content": "go"})
