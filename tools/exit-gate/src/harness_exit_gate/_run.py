@@ -322,7 +322,8 @@ class _Run:
             GitCheckError: a failing git command while reading link targets.
         """
         assert self.task is not None
-        inside = [path for path in snapshot.policy_paths if path not in set(scoped)]
+        outside = set(scoped)
+        inside = [path for path in snapshot.policy_paths if path not in outside]
         found = [path for path in inside if is_attributes_file(path)]
         candidates = [path for path in inside if path not in found]
         for link in symbolic_links(context.git, context.root, candidates):

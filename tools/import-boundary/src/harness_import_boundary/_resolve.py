@@ -485,7 +485,7 @@ class Resolver:
         return (
             not name.startswith("__")
             and name in self.collector.declared_attributes
-            and (self._narrowed_to_own(scope, home, base))
+            and self._narrowed_to_own(scope, home, base)
         )
 
     def _builtin(self, expression: cst.BaseExpression, scope: Scope, name: str) -> bool:
@@ -496,7 +496,7 @@ class Resolver:
         )
 
     def _narrowed_to_own(self, scope: Scope, home: Scope, name: str) -> bool:
-        """Whether ``name`` is annotated with or tested against classes of this module only."""
+        """Whether an annotation of ``name`` or a test on it names classes of this module only."""
         current: Scope | None = scope
         types: list[cst.BaseExpression] = []
         while current is not None:
