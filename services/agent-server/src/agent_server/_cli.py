@@ -25,6 +25,7 @@ from agent_server._config import (
     check_database_url,
 )
 from agent_server._environment import (
+    QUOTA_VARIABLES,
     Environment,
     parse_outbound_stall_ms,
     read_environment,
@@ -569,7 +570,7 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
     options.update(_store_options(arguments, environment))
     for name, value in environment.quotas.items():
         options[name] = value  # a flag, read next, wins over its variable
-    for name in ("max_sessions_per_principal", "max_stored_bytes_per_principal", "retention_max_bytes"):
+    for name in QUOTA_VARIABLES.values():
         if getattr(arguments, name) is not None:
             options[name] = getattr(arguments, name)
     policy = _context_policy(arguments)

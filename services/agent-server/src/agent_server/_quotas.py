@@ -23,17 +23,12 @@ from agent_server._errors import PrincipalQuotaError
 from harness_kernel.events import serialize_event
 from harness_kernel.store import SessionStore
 
-__all__ = ["PrincipalQuotas", "apply_retention", "event_bytes"]
+__all__ = ["PrincipalQuotas", "apply_retention"]
 
 _log: Final = logging.getLogger("agent_server")
 
 RETENTION_BATCH: Final = 100
 _MEASURE_PAGE: Final = 500
-
-
-def event_bytes(serialized: Iterable[bytes]) -> int:
-    """The stored size the quotas count for these serialized events."""
-    return sum(len(data) for data in serialized)
 
 
 @dataclass(eq=False, slots=True)
@@ -134,7 +129,7 @@ class PrincipalQuotas:
             after = -1
             while True:
                 page = await store.read(record.session_id, after_seq=after, limit=_MEASURE_PAGE)
-                size += event_bytes(serialize_event(item.event) for item in page.events)
+                size += sum(len(serialize_event(item.event)) for item in page.events)
                 after = page.next_after_seq
                 if not page.has_more:
                     break
