@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from sandbox_helpers import sandbox_factory
+from sandbox_helpers import live_processes, sandbox_factory
 
 from harness_sandbox import (
     SANDBOX_ENGINE_UNAVAILABLE,
@@ -75,28 +75,6 @@ class Sandbox:
     ) -> CommandOutcome:
         command = CommandSpec(argv=argv, cwd=cwd, budget_ms=budget_ms, environment=environment, signal=signal)
         return await self.environment.run(command)
-
-
-def live_processes(*, uid: int | None = None, marker: str | None = None) -> list[int]:
-    """Host pids of processes that have not exited (zombies excluded), by real uid or cmdline."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if fields.get("State", "").startswith(("Z", "X")):
-            continue
-        if uid is not None and fields.get("Uid", "").split()[:1] != [str(uid)]:
-            continue
-        if marker is not None and marker.encode() not in cmdline:
-            continue
-        found.append(int(entry))
-    return found
 
 
 def _command_processes(marker: str) -> list[int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from sandbox_helpers import HostTestEngine, git_repository
+from sandbox_helpers import HostTestEngine, git_repository, sleep_processes
 
 from harness_sandbox import BubblewrapEngine, SandboxLimits, SandboxWorkspace
 from harness_workspace import CommandRequest
@@ -107,22 +107,6 @@ def start_owner(source: Path, parent: Path) -> Owner:
     return Owner(process, Path(line[0]), int(line[1]), marker)
 
 
-def sleeping(owner: Owner) -> list[int]:
-    """Live (not zombie) processes running the owner's ``sleep <marker>``."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("Z", "X") and argv[0].endswith(b"sleep") and owner.marker.encode() in argv:
-            found.append(int(entry))
-    return found
-
-
 def cgroups_of(pid: int) -> list[str]:
     """The command cgroups named for owner ``pid``, anywhere in the memory, pids and cpu hierarchies."""
     found: list[str] = []
@@ -152,14 +136,14 @@ def leftovers(owner: Owner) -> dict[str, object]:
     found: dict[str, object] = {"home": owner.home.exists(), "mounted": os.path.ismount(owner.copy)}
     if REGISTRY is not None:
         found["lease"] = (REGISTRY / f"{owner.uid}.lease").exists()
-        found["processes"] = bool(sleeping(owner))
+        found["processes"] = bool(sleep_processes(owner.marker))
         found["cgroups"] = bool(cgroups_of(owner.process.pid))
     return found
 
 
 async def wait_until_sleeping(owner: Owner) -> None:
     with trio.fail_after(30):
-        while not sleeping(owner):  # noqa: ASYNC110
+        while not sleep_processes(owner.marker):  # noqa: ASYNC110
             await trio.sleep(0.05)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from sandbox_helpers import HostTestEngine, git_repository
+from sandbox_helpers import HostTestEngine, git_repository, sleep_processes
 
 from harness_sandbox import (
     SANDBOX_ID_RANGE,
@@ -138,25 +138,6 @@ def _host_ids(path: str, field: int) -> set[int]:
     }
 
 
-def _live_processes(uid: int, marker: str) -> list[int]:
-    """Host pids of live processes of ``uid`` whose program is ``sleep`` and whose argv holds ``marker``."""
-    found: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            status = Path(f"/proc/{entry}/status").read_text()
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if fields.get("State", "").startswith(("Z", "X")) or fields.get("Uid", "").split()[:1] != [str(uid)]:
-            continue
-        if argv[0].endswith(b"sleep") and marker.encode() in argv:
-            found.append(int(entry))
-    return found
-
-
 def _state(pid: int) -> str:
     status = Path(f"/proc/{pid}/status").read_text()
     return next(line.split()[1] for line in status.splitlines() if line.startswith("State:"))
@@ -211,7 +192,7 @@ async def test_another_account_can_neither_read_nor_write_the_copy_nor_signal_a_
     async with trio.open_nursery() as nursery:
         nursery.start_soon(run_sleep)
         with trio.fail_after(30):
-            while not (pids := _live_processes(uid, marker)):  # noqa: ASYNC110
+            while not (pids := sleep_processes(marker, uid=uid)):  # noqa: ASYNC110
                 await trio.sleep(0.05)
         (pid,) = pids
         for number, name in ((0, "kill -0"), (19, "SIGSTOP"), (9, "SIGKILL")):

@@ -22,9 +22,9 @@ from harness_sandbox import (
     SandboxLimits,
     SandboxWorkspace,
 )
-from harness_sandbox._copy import sanitize_git_config
 from harness_sandbox._disk import ceiling_available, unmount_ceiling
 from harness_workspace import AbortController, CommandRequest
+from harness_workspace.credentials import scrub_git_config
 from harness_workspace.local import (
     WORKSPACE_COMMAND_ABORTED,
     WORKSPACE_COMMAND_FAILED_TO_START,
@@ -285,7 +285,7 @@ _CONFIG_LINE = st.sampled_from(
 
 @given(st.lists(_CONFIG_LINE, max_size=20))
 def test_sanitized_git_config_keeps_no_credential(lines: list[str]) -> None:
-    cleaned = sanitize_git_config("".join(lines))
+    cleaned = scrub_git_config("".join(lines))
     assert "u:p@" not in cleaned
     assert "git@" not in cleaned
     assert "[credential" not in cleaned
@@ -299,4 +299,4 @@ def test_sanitized_git_config_keeps_no_credential(lines: list[str]) -> None:
             assert next(kept).replace("://", "").rstrip() in line.replace("://", "").replace(
                 "u:p@", ""
             ).replace("git@", "")
-    assert sanitize_git_config(cleaned) == cleaned
+    assert scrub_git_config(cleaned) == cleaned

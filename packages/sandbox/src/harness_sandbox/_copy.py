@@ -39,7 +39,6 @@ __all__ = [
     "DeniedPolicy",
     "copy_tree",
     "remove_tree",
-    "sanitize_git_config",
     "tree_bytes",
 ]
 
@@ -47,8 +46,6 @@ DEFAULT_DENY: Final[tuple[str, ...]] = CREDENTIAL_PATTERNS
 """Paths never copied into a sandbox: ``harness_workspace.credentials.CREDENTIAL_PATTERNS``."""
 MAX_COPY_DEPTH: Final = 128
 """The most directories nested in a source tree copied; a deeper tree refuses the copy."""
-sanitize_git_config = scrub_git_config
-"""The scrubber ``.git/config`` is copied through (``harness_workspace.credentials.scrub_git_config``)."""
 
 DeniedPolicy = Literal["skip", "refuse"]
 """What a denied name does: it is left out (and reported), or the copy is refused."""

@@ -174,3 +174,38 @@ def cached_default_image() -> str | None:
     build = load_build_script()
     image: str | None = build.cached_image(build.recipe_hash("debian"))
     return image
+
+
+def live_processes(*, uid: int | None = None, marker: str | None = None) -> list[int]:
+    """Host pids of processes that have not exited (zombies excluded), by real uid or cmdline."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        if fields.get("State", "").startswith(("Z", "X")):
+            continue
+        if uid is not None and fields.get("Uid", "").split()[:1] != [str(uid)]:
+            continue
+        if marker is not None and marker.encode() not in cmdline:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def sleep_processes(marker: str, *, uid: int | None = None) -> list[int]:
+    """Live processes (of real uid ``uid``, if given) running ``sleep`` with ``marker`` as an argument."""
+    found: list[int] = []
+    for pid in live_processes(uid=uid, marker=marker):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"sleep") and marker.encode() in argv:
+            found.append(pid)
+    return found
