@@ -99,14 +99,13 @@ def is_credential_path(path: str, patterns: Sequence[str] = CREDENTIAL_PATTERNS)
         path: A workspace-relative path; empty and ``.`` components are ignored.
         patterns: The patterns to match (:data:`CREDENTIAL_PATTERNS` by default).
     """
-    components = tuple(part.casefold() for part in path.split("/") if part not in ("", "."))
+    components = _components(path)
     return any(_matches_run(components, compiled) for compiled in _compiled(tuple(patterns)))
 
 
 def is_git_config_path(path: str) -> bool:
     """Whether the relative ``path`` is the repository configuration (``.git/config``, any case)."""
-    components = [part.casefold() for part in path.split("/") if part not in ("", ".")]
-    return components == [".git", "config"]
+    return _components(path) == (".git", "config")
 
 
 def scrub_git_config(text: str) -> str:
@@ -152,15 +151,15 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
+def _components(path: str) -> tuple[str, ...]:
+    """The case-folded components of the ``/``-separated ``path``, empty and ``.`` ones left out."""
+    return tuple(part.casefold() for part in path.split("/") if part not in ("", "."))
+
+
 @functools.lru_cache(maxsize=16)
 def _compiled(patterns: tuple[str, ...]) -> tuple[tuple[re.Pattern[str], ...], ...]:
     return tuple(
-        tuple(
-            re.compile(fnmatch.translate(part.casefold()))
-            for part in pattern.split("/")
-            if part not in ("", ".")
-        )
-        for pattern in patterns
+        tuple(re.compile(fnmatch.translate(part)) for part in _components(pattern)) for pattern in patterns
     )
 
 

@@ -34,6 +34,7 @@ from harness_workspace.local._paths import (
     ResolverName,
     fail_os,
     join_components,
+    open_root,
     openat2_available,
     parse_path,
     refuse_non_regular,
@@ -159,11 +160,7 @@ class LocalWorkspace:
         if type(withhold_credentials) is not bool:
             raise ValueError(f"withhold_credentials must be a bool, got {withhold_credentials!r}")
         self._withhold = withhold_credentials
-        root_path = os.fspath(root)
-        try:
-            root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as error:
-            fail_os(error, root_path, None)
+        root_fd = open_root(root, None)
         try:
             available = openat2_available(root_fd)
             if resolver == "openat2" and not available:

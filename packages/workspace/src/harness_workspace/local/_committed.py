@@ -23,7 +23,7 @@ from harness_workspace.local._errors import (
 from harness_workspace.local._git.bounds import Budget, ReaderLimits
 from harness_workspace.local._git.objects import BLOB, EXECUTABLE, REGULAR, TREE_MODE
 from harness_workspace.local._git.refs import head_commit_id, ref_object_id
-from harness_workspace.local._paths import fail_os, parse_path
+from harness_workspace.local._paths import open_root, parse_path
 
 __all__ = ["read_committed_file"]
 
@@ -56,11 +56,7 @@ def read_committed_file(
         raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
     components = parse_path(path, _OPERATION, allow_root=False)
     budget = Budget(_OPERATION, ReaderLimits(), timeout_ms=_TIMEOUT_MS, stop=threading.Event())
-    root_path = os.fspath(root)
-    try:
-        root_fd = os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        fail_os(error, root_path, _OPERATION)
+    root_fd = open_root(root, _OPERATION)
     try:
         with Repository(root_fd, budget) as repository:
             store = repository.store

@@ -52,6 +52,7 @@ __all__ = [
     "ResolverName",
     "fail_os",
     "join_components",
+    "open_root",
     "openat2_available",
     "parse_path",
     "refuse_non_regular",
@@ -212,6 +213,19 @@ def fail_os(error: OSError, path: str, operation: str | None) -> NoReturn:
         else:
             message = f"{link!r} is a symlink, and symlinks are refused"
     raise LocalWorkspaceError(code, f"{operation or 'open'} {path!r}: {message}", operation) from error
+
+
+def open_root(root: str | os.PathLike[str], operation: str | None) -> int:
+    """Open the workspace root ``root`` as a directory descriptor; the caller closes it.
+
+    Raises:
+        LocalWorkspaceError: The typed error of :func:`fail_os` when it cannot be opened.
+    """
+    root_path = os.fspath(root)
+    try:
+        return os.open(root_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        fail_os(error, root_path, operation)
 
 
 class PathResolver:

@@ -232,16 +232,11 @@ class GuardedState:
             before = self._entries[parts]
             if parts in current and current[parts].kind == before.kind:
                 continue
-            if before.kind == "other":
-                continue  # a FIFO, socket or device cannot be written back; its loss is reported
             changed.add(parts)
             if before.kind == "directory":
                 _make_directory(root_fd, parts, before.mode, create=True)
-            else:
+            elif before.kind != "other":  # a FIFO, socket or device cannot be written back
                 _write_back(root_fd, parts, before)
-        for parts in self._entries:
-            if self._entries[parts].kind == "other" and parts not in current:
-                changed.add(parts)
         return sorted("/".join(parts) for parts in changed)
 
 

@@ -73,29 +73,31 @@ def withheld_patch(path: bytes, old_mode: int | None, new_mode: int | None) -> b
     No ``index`` line: an object id is a hash of the content, and a short secret could be
     found again from it.
     """
-    out = [b"diff --git %s %s\n" % (_quote_two(b"a/", path), _quote_two(b"b/", path))]
+    return _header(_quote_two(b"a/", path), _quote_two(b"b/", path), old_mode, new_mode) + WITHHELD_LINE
+
+
+def _header(a_name: bytes, b_name: bytes, old_mode: int | None, new_mode: int | None) -> bytes:
+    """The ``diff --git`` line and the mode lines of a file's section (``None``: that side is absent)."""
+    out = [b"diff --git %s %s\n" % (a_name, b_name)]
     if old_mode is None:
         out.append(b"new file mode %o\n" % (new_mode or 0))
     elif new_mode is None:
         out.append(b"deleted file mode %o\n" % old_mode)
     elif old_mode != new_mode:
         out.append(b"old mode %o\nnew mode %o\n" % (old_mode, new_mode))
-    out.append(WITHHELD_LINE)
     return b"".join(out)
 
 
 def _one_patch(path: bytes, old: Side | None, new: Side | None, null_text: str, budget: Budget) -> bytes:
     a_name, b_name = _quote_two(b"a/", path), _quote_two(b"b/", path)
-    out = [b"diff --git %s %s\n" % (a_name, b_name)]
+    out = [_header(a_name, b_name, None if old is None else old.mode, None if new is None else new.mode)]
     null = null_text.encode("ascii")
     if old is None:
         assert new is not None
-        out.append(b"new file mode %o\nindex %s..%s\n" % (new.mode, null, _abbreviate(new)))
+        out.append(b"index %s..%s\n" % (null, _abbreviate(new)))
     elif new is None:
-        out.append(b"deleted file mode %o\nindex %s..%s\n" % (old.mode, _abbreviate(old), null))
+        out.append(b"index %s..%s\n" % (_abbreviate(old), null))
     else:
-        if old.mode != new.mode:
-            out.append(b"old mode %o\nnew mode %o\n" % (old.mode, new.mode))
         if old.object_id == new.object_id:
             return b"".join(out)
         mode = b" %o" % new.mode if old.mode == new.mode else b""
