@@ -82,6 +82,29 @@ def test_no_credential_the_old_list_missed_reaches_the_copy(tmp_path: Path) -> N
     assert (copy / "README.md").read_text() == "hello\n"
 
 
+# Every configuration file git reads from a repository directory: a submodule's, a linked
+# worktree's, the worktree extension, and a nested repository's (a vendored checkout).
+OTHER_GIT_CONFIGS = (
+    ".git/modules/vendor/lib/config",
+    ".git/worktrees/feature/config.worktree",
+    ".git/config.worktree",
+    "vendor/lib/.git/config",
+)
+
+
+def test_every_git_configuration_in_the_tree_is_copied_without_credentials(tmp_path: Path) -> None:
+    source = git_repository(tmp_path / "source", {"README.md": "hello\n"})
+    for relative in OTHER_GIT_CONFIGS:
+        target = source / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f'[remote "origin"]\n\turl = https://bot:{SECRET}@git.invalid/lib.git\n')
+    report = copy_tree(str(source), str(tmp_path / "copy"), max_bytes=10_000_000, owner=None)
+    for relative in OTHER_GIT_CONFIGS:
+        copied = (tmp_path / "copy" / relative).read_text()
+        assert copied == '[remote "origin"]\n\turl = https://git.invalid/lib.git\n', relative
+    assert set(OTHER_GIT_CONFIGS) <= set(report.sanitized)
+
+
 def _deep_tree(root: Path, depth: int) -> None:
     """``root/d/d/…/d/leaf`` ``depth`` directories deep, made relative to descriptors (past PATH_MAX)."""
     root.mkdir()

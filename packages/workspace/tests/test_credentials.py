@@ -117,11 +117,16 @@ def test_the_patterns_are_case_insensitive_and_only_extend_the_old_list() -> Non
     assert is_credential_path(".ENV")
 
 
-def test_git_config_path_is_recognised_in_any_case() -> None:
+def test_every_git_configuration_file_is_recognised_in_any_case_and_nothing_else() -> None:
     assert is_git_config_path(".git/config")
     assert is_git_config_path("./.GIT/Config")
     assert not is_git_config_path("config")
-    assert not is_git_config_path("sub/.git/config")
+    assert is_git_config_path("sub/.git/config")
+    assert is_git_config_path(".git/modules/lib/config")
+    assert is_git_config_path(".git/config.worktree")
+    assert not is_git_config_path(".gitconfig")
+    assert not is_git_config_path(".git")
+    assert not is_git_config_path("src/config")
 
 
 # -- .git/config ------------------------------------------------------------------------

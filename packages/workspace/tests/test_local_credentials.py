@@ -58,6 +58,29 @@ async def test_git_config_is_read_without_any_url_credential(repository: Path) -
     await workspace.dispose()
 
 
+@pytest.mark.parametrize(
+    "relative",
+    [
+        ".git/modules/vendor/lib/config",
+        ".git/worktrees/feature/config.worktree",
+        ".git/config.worktree",
+        "vendor/lib/.git/config",
+        ".GIT/Modules/lib/CONFIG",
+    ],
+)
+async def test_every_git_configuration_is_read_without_url_credentials(
+    repository: Path, relative: str
+) -> None:
+    target = repository / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f'[remote "origin"]\n\turl = https://bot:{TOKEN}@github.example/lib.git\n')
+    workspace = LocalWorkspace(repository)
+    assert (
+        await workspace.read_file(relative) == '[remote "origin"]\n\turl = https://github.example/lib.git\n'
+    )
+    await workspace.dispose()
+
+
 async def test_a_listing_names_credential_files_as_present(repository: Path) -> None:
     workspace = LocalWorkspace(repository)
     listed = await workspace.list_files("")

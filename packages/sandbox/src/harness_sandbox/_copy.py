@@ -27,8 +27,8 @@ from harness_sandbox._errors import (
 )
 from harness_workspace.credentials import (
     CREDENTIAL_PATTERNS,
-    GIT_CONFIG_PATH,
     is_credential_path,
+    is_git_config_path,
     scrub_git_config,
 )
 
@@ -187,8 +187,8 @@ class _Copier:
             os.close(child_source)
 
     def _file(self, source_fd: int, target_fd: int, name: str, relative: str, mode: int) -> None:
-        if relative == GIT_CONFIG_PATH:
-            self._git_config(source_fd, target_fd, name, mode)
+        if is_git_config_path(relative):
+            self._git_config(source_fd, target_fd, name, relative, mode)
             return
         reader = os.open(name, _FILE_FLAGS, dir_fd=source_fd)
         try:
@@ -208,7 +208,7 @@ class _Copier:
             os.close(reader)
         self._report.files += 1
 
-    def _git_config(self, source_fd: int, target_fd: int, name: str, mode: int) -> None:
+    def _git_config(self, source_fd: int, target_fd: int, name: str, relative: str, mode: int) -> None:
         reader = os.open(name, _FILE_FLAGS, dir_fd=source_fd)
         try:
             data = b""
@@ -226,7 +226,7 @@ class _Copier:
         finally:
             os.close(writer)
         self._report.files += 1
-        self._report.sanitized.append(GIT_CONFIG_PATH)
+        self._report.sanitized.append(relative)
 
     def _count(self, size: int) -> None:
         self._report.bytes += size

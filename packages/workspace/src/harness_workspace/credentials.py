@@ -12,10 +12,12 @@ its consecutive components matches a pattern: ``*.pem`` names a file (or a direc
 whole content is then withheld) anywhere in the tree, ``.aws`` a directory anywhere (and all
 below it), ``.config/gcloud`` that pair of directories anywhere.
 
-**``.git/config``** is not withheld (the repository's format lives there) but returned
-scrubbed by :func:`scrub_git_config`: ``[credential…]`` sections go, so do variables whose
-name says they hold a secret (``extraHeader``, ``*token*``, ``*pass*``, ``*secret*``),
-and the user information of every URL on every line, section names included
+**``.git/config``** — and every other git configuration file inside a ``.git`` folder
+(:func:`is_git_config_path`: a submodule's, a worktree's, a nested repository's) — is not
+withheld (the repository's format lives there) but returned scrubbed by
+:func:`scrub_git_config`: ``[credential…]`` sections go, so do variables whose name says
+they hold a secret (``extraHeader``, ``*token*``, ``*pass*``, ``*secret*``), and the user
+information of every URL on every line, section names included
 (``[url "https://tok:SECRET@host/"]`` becomes ``[url "https://host/"]``).
 """
 
@@ -80,6 +82,7 @@ CREDENTIAL_PATTERNS: Final[tuple[str, ...]] = (
 
 GIT_CONFIG_PATH: Final = ".git/config"
 """The repository configuration, read scrubbed (:func:`scrub_git_config`), never withheld whole."""
+_GIT_CONFIG_NAMES: Final = frozenset({"config", "config.worktree"})
 
 # A section header and the name before its subsection: "[credential "https://x"]" → credential.
 _SECTION: Final = re.compile(r'^\s*\[\s*([^\]\s"]*)[^\]]*\]?')
@@ -104,8 +107,15 @@ def is_credential_path(path: str, patterns: Sequence[str] = CREDENTIAL_PATTERNS)
 
 
 def is_git_config_path(path: str) -> bool:
-    """Whether the relative ``path`` is the repository configuration (``.git/config``, any case)."""
-    return _components(path) == (".git", "config")
+    """Whether the relative ``path`` is a git configuration file, read scrubbed.
+
+    That is a ``config`` or ``config.worktree`` anywhere inside a ``.git`` folder, in any
+    letter case: the repository's own (``.git/config``), a submodule's
+    (``.git/modules/<name>/config``), a linked worktree's, and a nested repository's
+    (``vendor/lib/.git/config``); each can carry a remote URL with a token in it.
+    """
+    components = _components(path)
+    return len(components) >= 2 and components[-1] in _GIT_CONFIG_NAMES and ".git" in components[:-1]
 
 
 def scrub_git_config(text: str) -> str:
