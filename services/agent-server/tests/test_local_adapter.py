@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 M8_REFUSAL = (
     'tool "read_file" is not safe for agent-server host execution: '
-    "an operational Workspace adapter is required; agent-server wiring arrives in M9"
+    "an operational Workspace adapter is required; start the server with --workspace-adapter local or sandbox"
 )
 SECRET = "secret text that must never be read"
 

@@ -60,9 +60,9 @@ AdmissionProfile = Literal["runtime", "legacy"]
 
 _REVIEWED_ONLY: Final = "only reviewed pure or workspace tools may execute"
 WORKSPACE_ADAPTER_REQUIRED: Final = (
-    "an operational Workspace adapter is required; agent-server wiring arrives in M9"
+    "an operational Workspace adapter is required; start the server with --workspace-adapter local or sandbox"
 )
-"""The server's refusal of a workspace tool without an adapter, word for word since M8."""
+"""The server's refusal of a workspace tool without an adapter, word for word (agent-server.md §5.2)."""
 
 
 def tool_kind(tool: Tool[Any]) -> ToolKind:
@@ -183,7 +183,7 @@ def admission_refusal(
 
     Returns:
         ``None``, or the reason, as the server's refusal message states it (agent-server.md
-        §5.2 keeps the M8 wording for a missing adapter).
+        §5.2 pins the wording for a missing adapter).
     """
     boundary = get_tool_execution_boundary(tool)
     kind = _kind_of(boundary)

@@ -22,7 +22,7 @@ __all__ = [
 P = TypeVar("P")
 
 # Model providers accept tool names of letters, digits, "_" and "-"; dots are allowed for
-# the dotted names planned for later milestones (``fs.read``). 64 is the common limit.
+# the dotted names of the development tools (``fs.read``). 64 is the common limit.
 _TOOL_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]{0,63}")
 
 

@@ -44,7 +44,7 @@ _LOCAL_SCRIPT: Final = (
 
 def _demo_tools(context: ToolProviderContext) -> Iterable[Tool[Any]]:
     # The pure echo tool everywhere; the workspace tool read_file is also offered in the
-    # second workspace, where the M8 admission rule must refuse the whole session.
+    # second workspace, where the fail-closed admission rule must refuse the whole session.
     names = ["echo", "read_file"] if os.path.basename(context.workspace) == _WITH_FILES else ["echo"]
     return [TOOL_CATALOGUE[name](context) for name in names]
 
