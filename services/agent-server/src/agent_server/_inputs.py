@@ -8,13 +8,22 @@ parts: its tools, its permission controller, its budget, its workspace adapter, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypedDict
+
 from agent_server._conversation import Conversation, Session
 from agent_server._operator import Operator
 from agent_server._protocol import PromptParams
 from agent_server._recording import Recorder
 from agent_server._state import ServerState
-from harness_kernel.models import adapt_model
-from harness_kernel.runtime import ContinueInput, RunInput, RuntimeBudget
+from agent_server._turns import RunEvents
+from harness_kernel.models import ModelAdapter, adapt_model
+from harness_kernel.policy import RulePermissionController
+from harness_kernel.runtime import ContextPolicy, ContinueInput, RunInput, RuntimeBudget
+from harness_sandbox import SandboxWorkspace
+from harness_tools import ToolRegistry
+from harness_workspace import AbortSignal
+from harness_workspace.local import LocalWorkspace
 
 __all__ = ["TurnInputs"]
 
@@ -59,23 +68,13 @@ class TurnInputs:
 
     def run_input(self, session: Session, conversation: Conversation, params: PromptParams) -> RunInput:
         """The input of a prompt's turn: new run and turn ids, the prompt's content and limits."""
+        budget = _budget(session, params.max_model_tokens, params.max_tool_calls)
         return RunInput(
             run_id=self._config.new_id("run"),
             session_id=session.id,
             turn_id=self._config.new_id("turn"),
             input=params.content,
-            model=conversation.model_name,
-            model_adapter=conversation.model,
-            event_store=conversation.events,
-            tools=session.tools,
-            permission=self._operator.controller(session),
-            budget=_budget(session, params.max_model_tokens, params.max_tool_calls),
-            task_id=session.task_id,
-            workspace=session.adapter,
-            signal=session.abort.signal,
-            now=self._recorder.timestamp,
-            new_id=self._config.new_id,
-            context_policy=self._config.context_policy,
+            **self._parts(session, conversation, budget),
             checkpoints=True,
         )
 
@@ -88,20 +87,43 @@ class TurnInputs:
             sessions=self._state.store,
             owner_id=self._owner_id,
             lease_ms=self._config.session_lease_ms,
-            event_store=conversation.events,
+            **self._parts(session, conversation, _budget(session, None, None)),
+            resend_uncertain=resend_uncertain,
+        )
+
+    def _parts(self, session: Session, conversation: Conversation, budget: RuntimeBudget) -> _SessionParts:
+        """What every turn of ``session`` runs with, whether prompted or continued."""
+        return _SessionParts(
             model=conversation.model_name,
             model_adapter=conversation.model,
+            event_store=conversation.events,
             tools=session.tools,
             permission=self._operator.controller(session),
-            budget=_budget(session, None, None),
+            budget=budget,
             task_id=session.task_id,
             workspace=session.adapter,
             signal=session.abort.signal,
             now=self._recorder.timestamp,
             new_id=self._config.new_id,
             context_policy=self._config.context_policy,
-            resend_uncertain=resend_uncertain,
         )
+
+
+class _SessionParts(TypedDict):
+    """The fields :class:`RunInput` and :class:`ContinueInput` share, as a session supplies them."""
+
+    model: str
+    model_adapter: ModelAdapter
+    event_store: RunEvents
+    tools: ToolRegistry
+    permission: RulePermissionController
+    budget: RuntimeBudget
+    task_id: str | None
+    workspace: LocalWorkspace | SandboxWorkspace | None
+    signal: AbortSignal
+    now: Callable[[], str]
+    new_id: Callable[[str], str]
+    context_policy: ContextPolicy | None
 
 
 def _budget(session: Session, max_model_tokens: int | None, max_tool_calls: int | None) -> RuntimeBudget:
