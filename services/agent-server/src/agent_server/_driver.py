@@ -15,7 +15,7 @@ from typing import Final
 import trio
 
 from agent_server._config import ServerConfig
-from agent_server._conversation import Conversation, Session
+from agent_server._conversation import Session
 from agent_server._errors import (
     InvalidParamsError,
     NoRunningTurnError,
@@ -23,7 +23,6 @@ from agent_server._errors import (
     SteeringRefusedError,
 )
 from agent_server._inputs import TurnInputs
-from agent_server._leases import Leases
 from agent_server._lifecycle import Lifecycle
 from agent_server._protocol import PromptParams, PromptResult, PromptUsage, SteerParams, SteerResult
 from agent_server._turns import Link, RunOutcome, consume
@@ -59,8 +58,7 @@ class TurnDriver:
         nursery: Runs each turn's run time limit timer.
         link: The connection's outbound side; a turn's events go out through it.
         inputs: Makes the session's conversation and each turn's input.
-        lifecycle: Keeps the session's lease; rests or finishes the session after a turn.
-        leases: Maps the kernel's refusals of a continuation's lease.
+        lifecycle: Takes a continuation's lease; rests or finishes the session after a turn.
     """
 
     def __init__(
@@ -71,14 +69,12 @@ class TurnDriver:
         link: Link,
         inputs: TurnInputs,
         lifecycle: Lifecycle,
-        leases: Leases,
     ) -> None:
         self._config = config
         self._nursery = nursery
         self._link = link
         self._inputs = inputs
         self._lifecycle = lifecycle
-        self._leases = leases
 
     async def prompt(self, session: Session, params: PromptParams) -> PromptResult:
         """An admitted prompt's turn: the session's first (``session.created`` goes with it), or a follow-up.
@@ -109,9 +105,9 @@ class TurnDriver:
         async def start() -> RunStream:
             conversation = self._inputs.conversation(session, prompted=False)
             continued = self._inputs.continue_input(session, conversation, resend_uncertain=resend_uncertain)
-            with self._leases.taking(session):
+            with self._lifecycle.taking_lease(session):
                 stream = await conversation.runtime.continue_session(continued)
-            self._took_lease(session, conversation)
+            conversation.turns = 1  # a first turn is behind the conversation
             conversation.outcome = RunOutcome()
             return stream
 
@@ -128,11 +124,11 @@ class TurnDriver:
         """
         conversation = self._inputs.conversation(session, prompted=False)
         try:
-            with self._leases.taking(session):
+            with self._lifecycle.taking_lease(session):
                 plan = await conversation.runtime.resume_conversation(
                     self._inputs.continue_input(session, conversation)
                 )
-            self._took_lease(session, conversation)
+            conversation.turns = 1  # a first turn is behind the conversation
         except BaseException:
             with trio.CancelScope(shield=True):
                 await self._lifecycle.finish(session)
@@ -140,11 +136,6 @@ class TurnDriver:
         await self._lifecycle.rest(session)
         usage = plan.usage
         return _result(plan.status, plan.final_text, usage.prompt_tokens, usage.completion_tokens)
-
-    def _took_lease(self, session: Session, conversation: Conversation) -> None:
-        """The continuation took the lease: a first turn is behind the conversation; the lease is kept."""
-        conversation.turns = 1
-        self._lifecycle.keep_lease(session)
 
     async def steer(self, session: Session, params: SteerParams) -> SteerResult:
         """``session/steer``: store ``content`` for the running turn's next model request (issue #23).

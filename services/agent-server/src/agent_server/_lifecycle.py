@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Generator
+from contextlib import contextmanager
 from typing import Final
 
 import trio
@@ -67,7 +69,7 @@ class Lifecycle:
             self._admission.give_back_slot()
             raise
         self.start_idle_timer(session)
-        self.keep_lease(session)
+        self._nursery.start_soon(self._keep_lease, session)
 
     def start_idle_timer(self, session: Session) -> None:
         """(Re)start the timer that finishes a session left waiting for a prompt too long."""
@@ -87,8 +89,17 @@ class Lifecycle:
             if session.idle_scope is scope and session.state in WAITING:
                 await self.dispose_adapter(session)
 
-    def keep_lease(self, session: Session) -> None:
-        """Renew the session's lease in the background until it finishes."""
+    @contextmanager
+    def taking_lease(self, session: Session) -> Generator[None]:
+        """Around the kernel's continuation of ``session``: its refusals as protocol errors; once it
+        took the lease, the row is this connection's and the lease is renewed until the session ends.
+
+        Raises:
+            AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
+                session has nothing to continue or no (valid) runtime checkpoint.
+        """
+        with self._leases.taking(session):
+            yield
         self._nursery.start_soon(self._keep_lease, session)
 
     async def _keep_lease(self, session: Session) -> None:

@@ -85,7 +85,7 @@ class SessionManager:
         self._lifecycle = Lifecycle(state, nursery, admission=admission, leases=leases, recorder=recorder)
         inputs = TurnInputs(state, recorder, self._operator, owner_id=self.owner_id)
         self._driver = TurnDriver(
-            state.config, nursery, link=self._link, inputs=inputs, lifecycle=self._lifecycle, leases=leases
+            state.config, nursery, link=self._link, inputs=inputs, lifecycle=self._lifecycle
         )
 
     def _lookup(self, session_id: str) -> Session:
