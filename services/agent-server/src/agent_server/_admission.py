@@ -1,182 +1,170 @@
-"""Admitting a session (spec §5.1, §5.2): its workspace, its tools by the boundary admission table
-of harness-tools, its workspace adapter.
+"""Admitting a session (spec §5.1, §5.3; decision 058): who may open, take up and prompt which session.
 
-The table itself (``harness_tools.admission_refusal``) decides; this module resolves boundary
-roots on the host, refuses duplicates and builds the session's registry. ``session/new`` and
-``session/continue`` build a session with the same functions.
+:class:`Admission` counts a connection's sessions against its, the server's and the
+principal's caps and checks free disk space and stored bytes before any work; the session
+itself (workspace, manifest, tools, adapter) is built by ``agent_server._session_build``.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Iterable
-from typing import Any, Final
 
 import trio
 
-from agent_server._config import ServerConfig, ToolProviderContext
 from agent_server._conversation import Session
-from agent_server._errors import InvalidParamsError, SandboxUnavailableError
-from agent_server._manifests import read_task_manifest
-from harness_kernel.manifest import TaskManifest
-from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
-from harness_tools import Tool, ToolRegistry, admission_refusal
-from harness_workspace import WorkspaceEscapesRootError, declare_isolation, open_workspace
-from harness_workspace.local import (
-    PROTECTED_HOST_PATHS,
-    WORKSPACE_NOT_A_DIRECTORY,
-    WORKSPACE_NOT_FOUND,
-    LocalWorkspace,
-    LocalWorkspaceError,
+from agent_server._errors import (
+    InvalidParamsError,
+    SessionAlreadyRunError,
+    SessionLimitError,
+    SessionNotRestorableError,
 )
+from agent_server._protocol import NewSessionParams
+from agent_server._restore import claim_interrupted, claim_session
+from agent_server._session_build import build_session, resolve_workspace
+from agent_server._state import ServerState
 
-__all__ = ["admit_tools", "build_session", "load_manifest", "open_adapter", "resolve_workspace"]
-
-_log: Final = logging.getLogger("agent_server")
-_WORKSPACE_MISSING: Final = "workspace must exist inside the configured root"
-
-
-def _resolved_root(root: str) -> str | None:
-    real = os.path.realpath(root)
-    return real if os.path.isdir(real) else None
+__all__ = ["Admission"]
 
 
-def admit_tools(
-    tools: Iterable[Tool[Any]],
-    workspace: str,
-    *,
-    workspace_adapter: bool = False,
-    effects_admitted: bool = False,
-) -> ToolRegistry:
-    """Admit every offered tool or refuse the whole session.
+class Admission:
+    """Who may open, take up and prompt which session on one connection (spec §5.1, §5.3).
 
-    Blocking (boundary roots are resolved on the host); the server calls it in a worker thread.
+    A slot is counted for the connection, the server and the principal (decision 058) before
+    the first ``await``, so pipelined requests cannot overrun a cap; an admission that fails
+    gives every slot back.
 
     Args:
-        tools: The provider's tools; the same objects go into the registry.
-        workspace: The session workspace's canonical path.
-        workspace_adapter: Whether the session gets an operational workspace adapter over
-            ``workspace``; only then are workspace tools rooted there admitted.
-        effects_admitted: Whether that adapter is declared isolated (a sandbox on a shipped
-            engine, or a local adapter with the operator's ``allow_host_effects``); only then
-            are tools with ``write`` or ``execute`` access admitted.
-
-    Raises:
-        AcpError: ``-32602`` for a duplicate name or a refused tool.
+        state: The server-wide state.
+        principal: The connection's principal.
+        operator: Whether a client can answer permission requests; without one (a session
+            continued at server start) only an interrupted session may be taken up.
     """
-    admitted: list[Tool[Any]] = []
-    names: set[str] = set()
-    session_root = workspace if workspace_adapter else None
-    for tool in tools:
-        if tool.name in names:
-            raise InvalidParamsError(f'tool "{tool.name}" is offered twice')
-        names.add(tool.name)
-        reason = admission_refusal(
-            tool, session_root=session_root, resolve_root=_resolved_root, effects_admitted=effects_admitted
-        )
-        if reason is not None:
-            message = f'tool "{tool.name}" is not safe for agent-server host execution: {reason}'
-            raise InvalidParamsError(message)
-        admitted.append(tool)
-    return ToolRegistry(admitted)
 
+    def __init__(self, state: ServerState, *, principal: str, operator: bool) -> None:
+        self._state = state
+        self._config = state.config
+        self._principal = principal
+        self._operator = operator
+        self._created = 0
 
-def resolve_workspace(root: str, requested: str) -> str:
-    """The canonical path of the existing directory ``requested`` names inside ``root``.
+    def _take_slot(self) -> None:
+        """Count one session of this connection, take a server-wide slot and one of the principal's.
 
-    Blocking; the server calls it in a worker thread.
-
-    Raises:
-        AcpError: ``-32602`` when it escapes the root, is missing, or is not a directory.
-    """
-    try:
-        lexical = open_workspace(root).resolve_path(requested)
-        real = os.path.realpath(lexical, strict=True)
-    except (WorkspaceEscapesRootError, OSError, ValueError):
-        raise InvalidParamsError(_WORKSPACE_MISSING) from None
-    inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-    if not inside or not os.path.isdir(real):
-        raise InvalidParamsError(_WORKSPACE_MISSING)
-    return real
-
-
-async def open_adapter(config: ServerConfig, workspace: str) -> LocalWorkspace | SandboxWorkspace | None:
-    """The session's own adapter (``workspace_adapter`` ``"local"`` or ``"sandbox"``), else ``None``.
-
-    Raises:
-        AcpError: ``-32602`` when the workspace vanished since it was resolved;
-            ``-32017`` when the sandbox cannot be made (its engine is unavailable, the
-            image is not pinned, the copy is over the disk limit …; the message says why).
-        LocalWorkspaceError: any other failure to open a local adapter (answered ``-32603``).
-    """
-    if config.workspace_adapter is None:
-        return None
-    if config.workspace_adapter == "sandbox":
-        assert config.sandbox_engine is not None
+        Raises:
+            AcpError: ``-32012``, ``-32014`` or ``-32024`` at the connection's, the server's
+                or the principal's cap.
+        """
+        if self._created >= self._config.max_sessions_per_connection:
+            raise SessionLimitError()
+        self._state.reserve_session()
         try:
-            return await SandboxWorkspace.create(
-                workspace, engine=config.sandbox_engine, limits=config.sandbox_limits
+            self._state.quotas.reserve(self._principal)
+        except BaseException:
+            self._state.release_session()
+            raise
+        self._created += 1
+
+    def give_back_slot(self) -> None:
+        """Give back the slots of a session that was admitted but could not be opened."""
+        self._created -= 1
+        self._state.release_session()
+        self._state.quotas.release(self._principal)
+
+    async def admit(self, params: NewSessionParams) -> Session:
+        """Check and build one session, its id active (steps 1 to 6 of §5.1); its row is not made yet.
+
+        Raises:
+            AcpError: a cap, full storage, the principal's bytes, an unknown workspace or
+                model, a refused manifest or tool, an unavailable sandbox.
+        """
+        self._take_slot()
+        try:
+            await self._state.check_storage()
+            self._state.quotas.check_stored(self._principal)
+            workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
+            model_name = params.model if params.model is not None else self._config.chosen_default_model
+            if model_name is None or model_name not in self._config.models:
+                raise InvalidParamsError("unknown model")
+            session_id = self._config.new_id("sess")
+            if session_id in self._state.active_session_ids:
+                raise RuntimeError("session id collision")
+            session = await build_session(self._config, session_id, workspace, model_name, params.task_id)
+        except BaseException:
+            self.give_back_slot()
+            raise
+        self._state.active_session_ids.add(session_id)
+        return session
+
+    async def claim(self, session_id: str) -> tuple[Session, str]:
+        """Check that the session is this principal's and may be taken up, then rebuild it here.
+
+        The status is ``"interrupted"`` (its turn is continued) or ``"completed"`` (it joins
+        idle); without an operator only an interrupted session is claimed.
+
+        Raises:
+            AcpError: ``-32010`` another principal's or unknown; ``-32013`` no store, foreign
+                metadata, a live owner lease; ``-32023`` nothing interrupted; and the
+                ``session/new`` refusals of its workspace, manifest and tools.
+        """
+        self._take_slot()
+        try:
+            session, status = await self._claim(session_id)
+        except BaseException:
+            self.give_back_slot()
+            raise
+        self._state.active_session_ids.add(session_id)
+        return session, status
+
+    async def _claim(self, session_id: str) -> tuple[Session, str]:
+        await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
+        principal = self._principal if self._operator else None
+        if self._operator:
+            # A client may also take up a conversation whose last turn ended.
+            record, status = await claim_session(self._state, session_id, principal=principal)
+        else:
+            record, status = (
+                await claim_interrupted(self._state, session_id, principal=principal),
+                "interrupted",
             )
-        except SandboxError as error:
-            if error.code == SANDBOX_SOURCE_INVALID:
-                raise InvalidParamsError(_WORKSPACE_MISSING) from None
-            _log.warning("session sandbox refused: %s (%s)", error.message, error.code)
-            raise SandboxUnavailableError(f"{error.code}: {error.message}") from None
-    try:
-        # The constructor opens the directory: blocking, so in a worker thread. Task manifests
-        # and .git are protected on the host whatever the session's policy says (spec §5.2).
-        local = await trio.to_thread.run_sync(
-            lambda: LocalWorkspace(workspace, protected_paths=PROTECTED_HOST_PATHS)
+        if session_id in self._state.active_session_ids:  # its lease is live, so claiming refused it already
+            raise SessionNotRestorableError("the session is live in this server")
+        metadata = record.metadata
+        stored_workspace, model_name = str(metadata["workspace"]), str(metadata["modelName"])
+        # The workspace is resolved again: it must still exist inside the root.
+        root = self._state.root
+        workspace = await trio.to_thread.run_sync(
+            lambda: resolve_workspace(root, os.path.relpath(stored_workspace, root))
         )
-    except LocalWorkspaceError as error:
-        if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
-            raise InvalidParamsError(_WORKSPACE_MISSING) from None
-        raise
-    if config.allow_host_effects:
-        # The operator's explicit, unsafe opt-in: writes and commands act on the host.
-        declare_isolation(local, "unsafe-host")
-    return local
+        session = await build_session(self._config, session_id, workspace, model_name, record.task_id)
+        session.owns_row = False
+        return session, status
+
+    async def check_prompt(self, session: Session) -> None:
+        """Whether ``session`` may run a turn now: not running or finished, storage and bytes left.
+
+        Raises:
+            AcpError: ``-32011`` while a turn runs or once finished; ``-32015``; ``-32024``.
+        """
+        _check_promptable(session)
+        await self._state.check_storage()
+        self._state.quotas.check_stored(self._principal)
+        _check_promptable(session)  # a concurrent prompt, a close or the idle timer came first
+
+    def withdraw(self, session: Session) -> None:
+        """Drop the id of a session that could not be opened (its slots go back separately)."""
+        self._state.active_session_ids.discard(session.id)
+
+    def release(self, session: Session) -> None:
+        """Drop a finished session's id from the active set and give back its slot."""
+        self._state.active_session_ids.discard(session.id)
+        self._state.release_session()
+        self._state.quotas.release(self._principal)
+        session.done.set()
 
 
-def load_manifest(config: ServerConfig, workspace: str, task_id: str) -> TaskManifest:
-    """The session's manifest from the configured trusted source (blocking; spec §5.1 step 4).
-
-    Raises:
-        AcpError: ``-32602`` (``ManifestRefusedError`` from the default reader).
-    """
-    if config.load_manifest is not None:
-        return config.load_manifest(workspace, task_id)
-    return read_task_manifest(workspace, task_id, tasks_dir=config.tasks_dir, task_base=config.task_base)
-
-
-async def build_session(
-    config: ServerConfig, session_id: str, workspace: str, model_name: str, task_id: str | None
-) -> Session:
-    """The session's manifest, admitted tools and adapter (steps 4 and 6 of §5.1).
-
-    The adapter is opened last, before any row is created or taken, so a failure before it
-    leaves nothing to dispose; whoever fails after it disposes it.
-    """
-    manifest = None
-    if task_id is not None:
-        manifest = await trio.to_thread.run_sync(load_manifest, config, workspace, task_id)
-    context = ToolProviderContext(
-        session_id=session_id, workspace=workspace, task_id=task_id, model=model_name
-    )
-    offered: list[Tool[Any]] = list(config.tools(context))
-    local = config.workspace_adapter is not None
-    # The same rule that makes the session's workspace declared isolated (open_adapter).
-    isolated = config.effects_admitted
-    tools = await trio.to_thread.run_sync(
-        lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
-    )
-    return Session(
-        id=session_id,
-        workspace=workspace,
-        model_name=model_name,
-        task_id=task_id,
-        manifest=manifest,
-        tools=tools,
-        adapter=await open_adapter(config, workspace),
-    )
+def _check_promptable(session: Session) -> None:
+    if session.state == "running":
+        raise SessionAlreadyRunError("a turn of this session is running; steer it or wait for its answer")
+    if session.state == "finished":
+        raise SessionAlreadyRunError("the session has finished")

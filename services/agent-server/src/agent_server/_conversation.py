@@ -17,11 +17,13 @@ from harness_tools import ToolRegistry
 from harness_workspace import AbortController
 from harness_workspace.local import LocalWorkspace
 
-__all__ = ["WAITING", "Conversation", "PendingPermission", "Session", "SessionState"]
+__all__ = ["NOTE_CANCELED", "WAITING", "Conversation", "PendingPermission", "Session", "SessionState"]
 
 SessionState = Literal["created", "running", "idle", "finished"]
 WAITING: Final = frozenset({"created", "idle"})
 """The states in which a session waits for a prompt, under its idle timer."""
+NOTE_CANCELED: Final = "session canceled"
+"""Why asks are denied when a session or its turn is canceled, or its idle timer ran out."""
 
 
 @dataclass(eq=False, slots=True)

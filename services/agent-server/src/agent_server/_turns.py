@@ -28,7 +28,24 @@ from harness_kernel.events import (
 )
 from harness_kernel.runtime import AgentRuntimeError, EventAppendError, RunStream
 
-__all__ = ["Outbox", "RunEvents", "RunOutcome", "consume"]
+__all__ = ["Link", "Outbox", "RunEvents", "RunOutcome", "consume"]
+
+
+class Link:
+    """The connection's outbound side: frames go out until the client has disconnected.
+
+    Args:
+        send: Queues one text frame, waiting for outbound room.
+    """
+
+    def __init__(self, send: Callable[[str], Awaitable[None]]) -> None:
+        self._send = send
+        self.disconnected = False
+
+    async def send(self, text: str) -> None:
+        """Queue a frame unless the client has disconnected."""
+        if not self.disconnected:
+            await self._send(text)
 
 
 @dataclass(eq=False, slots=True)
