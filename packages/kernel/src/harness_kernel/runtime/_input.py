@@ -18,7 +18,7 @@ from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import InvalidRunInputError
 from harness_kernel.state import InvalidMessageStateError, create_message_state
 from harness_kernel.store._ports import EventStore
-from harness_tools import Tool, ToolRegistry
+from harness_tools import Tool, ToolRegistry, is_advertised
 from harness_workspace import AbortSignal, Workspace, bind_workspace, isolation_of
 
 __all__ = [
@@ -210,13 +210,15 @@ def _context(value: object) -> tuple[ChatMessage, ...]:
 def _advertised(
     tools: dict[str, Tool[Any]], workspace: Workspace | None
 ) -> tuple[ToolDefinition, ...] | None:
+    injected = workspace is not None
+    effects_admitted = workspace is not None and isolation_of(workspace) is not None
+    shown = (
+        tool
+        for tool in tools.values()
+        if is_advertised(tool, workspace_injected=injected, effects_admitted=effects_admitted)
+    )
     try:
-        return tool_definitions(
-            tools.values(),
-            workspace_injected=workspace is not None,
-            effects_admitted=workspace is not None and isolation_of(workspace) is not None,
-            profile="runtime",
-        )
+        return tool_definitions(shown)
     except ToolDefinitionError as error:
         raise InvalidRunInputError(str(error)) from error
 
