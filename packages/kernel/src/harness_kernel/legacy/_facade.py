@@ -22,10 +22,8 @@ stream; the runtime then ends its own run as canceled, unseen, before any furthe
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
-from itertools import count
-from typing import Any, Final, Literal, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Final, Literal, TypeVar, cast
 
 import msgspec
 import trio
@@ -58,6 +56,7 @@ from harness_kernel.events._model import (
     ToolResultErrorData,
     UserMessageCompletedData,
 )
+from harness_kernel.legacy._inputs import RunIds, UnrecordedEvents, captured_permission, runnable
 from harness_kernel.legacy._model import OneShotAdapter, completion_error_code, is_safe_count
 from harness_kernel.legacy._records import (
     INVALID_TOOL_RESULT_MESSAGE,
@@ -77,17 +76,11 @@ from harness_kernel.models._types import (
     add_usage,
     empty_usage,
 )
-from harness_kernel.policy._permission import PermissionRequest
 from harness_kernel.runtime import MinimalAgentRuntime, RunInput, RunStream, RuntimeBudget
 from harness_tools import (
-    PureBoundary,
-    Tool,
-    ToolPermissionIntent,
     ToolRegistry,
-    create_bounded_tool,
-    tool_kind,
 )
-from harness_workspace import AbortController, AbortSignal
+from harness_workspace import AbortSignal
 
 __all__ = ["run_agent"]
 
@@ -97,8 +90,6 @@ _FAILED_CLOSED: Final = frozenset({f"{RULE_PREFIX}authorization.invalid", f"{RUL
 _UNPOLICED: Final = f"{RULE_PREFIX}m7.pure"
 _RUNTIME_MODEL: Final = "run-agent"
 """The model id the runtime is given; §9's events name ``model.name`` instead."""
-_FORWARDED: Final = frozenset({"agent", "req", "call", "perm"})
-"""The prefixes of the ids §9 publishes, drawn from the caller's ``new_id``."""
 _TEXTS: Final = {
     "permission resolver failed closed": "permission resolver failed",
     "policy decision failed closed": "tool authorization failed closed",
@@ -132,84 +123,6 @@ class _Stop(Exception):
         self.outcome = outcome
 
 
-class _Unrecorded:
-    """The runtime's event store under ``run_agent``: §9's record is ``on_event``, not a store."""
-
-    async def append(self, event: Event) -> None:
-        return None
-
-    async def read_session(self, session_id: str) -> AsyncIterator[Event]:
-        return
-        yield
-
-
-class _Decider:
-    """The caller's controller, captured once (§9.5: later replacement has no effect)."""
-
-    def __init__(self, decide: Callable[[ToolPermissionIntent], object]) -> None:
-        self.decide = decide
-
-
-class _Resolver(_Decider):
-    """A controller with a resolver; §9 accepts its answer returned or awaited, and hands it
-    the run's signal: the caller's, or one nothing aborts."""
-
-    def __init__(
-        self,
-        decide: Callable[[ToolPermissionIntent], object],
-        resolve: Callable[[PermissionRequest, AbortSignal], object],
-        signal: AbortSignal,
-    ) -> None:
-        super().__init__(decide)
-        self._resolve = resolve
-        self._signal = signal
-
-    async def resolve(self, request: PermissionRequest, signal: AbortSignal) -> object:
-        # §9's request names no run or turn: the runtime's are the facade's own.
-        asked = msgspec.structs.replace(request, run_id=None, turn_id=None)
-        pending = self._resolve(asked, self._signal)
-        return await pending if inspect.isawaitable(pending) else pending
-
-
-def _permission(permission: object, signal: AbortSignal | None) -> _Decider | None:
-    if permission is None:
-        return None
-    decide: object = getattr(permission, "decide", None)
-    if not callable(decide):
-        raise TypeError("permission must have a callable decide")
-    resolve: object = getattr(permission, "resolve", None)
-    decide = cast("Callable[[ToolPermissionIntent], object]", decide)
-    if not callable(resolve):
-        return _Decider(decide)
-    resolve = cast("Callable[[PermissionRequest, AbortSignal], object]", resolve)
-    return _Resolver(decide, resolve, signal if signal is not None else AbortController().signal)
-
-
-def _runnable(tool: Tool[Any], controller: bool) -> Tool[Any]:
-    """The tool the runtime runs for ``tool`` (§9.4): an unreviewed tool runs like a pure one,
-    and a pure call without a controller is not judged, so its authorization is not asked."""
-    kind = tool_kind(tool)
-    if kind == "unreviewed" or (kind == "pure" and not controller and tool.authorization is not None):
-        copy = msgspec.structs.replace(tool, authorization=tool.authorization if controller else None)
-        return create_bounded_tool(copy, PureBoundary())
-    return tool
-
-
-class _Ids:
-    """The runtime's id source: §9's ids from the caller's ``new_id`` while the run is live,
-    every other id (run, turn, message, the runtime's own event ids) from a private count."""
-
-    def __init__(self, new_id: Callable[[str], str]) -> None:
-        self._new_id = new_id
-        self._private = count(1)
-        self.live = True
-
-    def __call__(self, prefix: str) -> str:
-        if self.live and prefix in _FORWARDED:
-            return self._new_id(prefix)
-        return f"run-agent-{prefix}-{next(self._private)}"
-
-
 class _Facade:
     """One ``run_agent`` call: the runtime run and the translation of its events."""
 
@@ -235,7 +148,7 @@ class _Facade:
         for limit in (self.max_tokens, self.max_calls, options.max_steps):
             if limit is not None and not is_safe_count(limit):
                 raise ValueError("budget limits and max_steps must be safe integers >= 0")
-        permission = _permission(options.permission, options.signal)
+        permission = captured_permission(options.permission, options.signal)
         tools = list(options.tools or ())
         self.model = OneShotAdapter(
             cast("Callable[[CompletionRequest], Awaitable[CompletionResponse]]", complete),
@@ -244,7 +157,7 @@ class _Facade:
             lambda: self.usage,
         )
         self.session_id = options.session_id if options.session_id is not None else self.new_id("sess")
-        self.ids = _Ids(self.new_id)
+        self.ids = RunIds(self.new_id)
         self.stream = MinimalAgentRuntime().run(
             RunInput(
                 run_id=self.ids("run"),
@@ -253,8 +166,8 @@ class _Facade:
                 input=options.goal,
                 model=_RUNTIME_MODEL,
                 model_adapter=self.model,
-                event_store=_Unrecorded(),
-                tools=ToolRegistry([_runnable(tool, permission is not None) for tool in tools]),
+                event_store=UnrecordedEvents(),
+                tools=ToolRegistry([runnable(tool, permission is not None) for tool in tools]),
                 permission=permission,  # pyright: ignore[reportArgumentType]
                 budget=RuntimeBudget(max_steps=MAX_SAFE_INTEGER),
                 model_timeout_ms=None,
@@ -489,31 +402,16 @@ class _Facade:
         await self.emit("policy.decision", decision)
 
     async def requested(self, data: PermissionRequestedData) -> None:
-        requested = PermissionRequestedData(
-            permission_id=data.permission_id,
-            session_id=data.session_id,
-            call_id=data.call_id,
-            action=data.action,
-            subject=data.subject,
-            scope=data.scope,
-            reason=data.reason,
-        )
+        # §9's permission events are the runtime's without the run and turn ids.
+        requested = msgspec.structs.replace(data, run_id=UNSET, turn_id=UNSET)
         await self.emit("permission.requested", requested)
 
     async def resolved(self, data: PermissionResolvedData, actor: str | UnsetType) -> None:
         note = data.note
         if note == "run canceled while awaiting permission":
             self.canceled_where = " while awaiting permission"
-        resolved = PermissionResolvedData(
-            permission_id=data.permission_id,
-            session_id=data.session_id,
-            call_id=data.call_id,
-            action=data.action,
-            subject=data.subject,
-            scope=data.scope,
-            decision=data.decision,
-            note=_TEXTS.get(note, note) if isinstance(note, str) else note,
-        )
+        note = _TEXTS.get(note, note) if isinstance(note, str) else note
+        resolved = msgspec.structs.replace(data, run_id=UNSET, turn_id=UNSET, note=note)
         await self.emit("permission.resolved", resolved, actor=actor if isinstance(actor, str) else "kernel")
 
     async def observed(self, data: ToolResultData) -> None:
