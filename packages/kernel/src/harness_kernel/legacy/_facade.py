@@ -168,7 +168,7 @@ class _Facade:
                 model_adapter=self.model,
                 event_store=UnrecordedEvents(),
                 tools=ToolRegistry([runnable(tool, permission is not None) for tool in tools]),
-                permission=permission,  # pyright: ignore[reportArgumentType]
+                permission=permission,
                 budget=RuntimeBudget(max_steps=MAX_SAFE_INTEGER),
                 model_timeout_ms=None,
                 task_id=options.task_id,

@@ -11,7 +11,7 @@ from typing import Any, Final, cast
 import msgspec
 
 from harness_kernel.events._model import Event
-from harness_kernel.policy._permission import PermissionRequest
+from harness_kernel.policy._permission import PermissionDecision, PermissionRequest
 from harness_tools import PureBoundary, Tool, ToolPermissionIntent, create_bounded_tool, tool_kind
 from harness_workspace import AbortController, AbortSignal
 
@@ -36,7 +36,11 @@ class Decider:
     """The caller's controller, captured once (§9.5: later replacement has no effect)."""
 
     def __init__(self, decide: Callable[[ToolPermissionIntent], object]) -> None:
-        self.decide = decide
+        self._decide = decide
+
+    def decide(self, intent: ToolPermissionIntent) -> PermissionDecision:
+        # Whatever the caller's decide answers, the gate checks (and fails closed on).
+        return cast(PermissionDecision, self._decide(intent))
 
 
 class Resolver(Decider):
