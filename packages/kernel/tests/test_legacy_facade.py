@@ -4,6 +4,8 @@ permission answer, the caller's ids)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from legacy_helpers import (
     Clock,
     Params,
@@ -17,7 +19,7 @@ from legacy_helpers import (
     types,
 )
 
-from harness_kernel.legacy import Budget, BudgetExceededError, run_agent
+from harness_kernel.legacy import Budget, BudgetExceededError, RunResult, run_agent
 from harness_kernel.models import FakeModel, ScriptedTurn
 from harness_kernel.policy import (
     PermissionDecision,
@@ -30,24 +32,25 @@ from harness_tools import ToolExecutionContext
 from harness_workspace import AbortSignal
 
 
+async def shout_hi(**extra: Any) -> RunResult:
+    """One call of a ``shout`` tool, then a final answer."""
+    return await run_agent(
+        options([tool_turn(call("shout", {"text": "hi"})), ScriptedTurn(content="ok")], **extra)
+    )
+
+
 async def test_an_unreviewed_tool_runs_like_a_pure_one_unpoliced_without_a_controller() -> None:
-    result = await run_agent(
-        options(
-            [tool_turn(call("shout", {"text": "hi"})), ScriptedTurn(content="ok")],
-            tools=[pure_tool(bounded=False)],
-        )
+    result = await shout_hi(
+        tools=[pure_tool(bounded=False)],
     )
     assert "policy.decision" not in types(result.events)
     assert of_type(result.events, "tool.result")[0]["output"] == {"text": "HI"}
 
 
 async def test_an_unreviewed_tool_is_decided_by_the_controller_when_there_is_one() -> None:
-    result = await run_agent(
-        options(
-            [tool_turn(call("shout", {"text": "hi"})), ScriptedTurn(content="ok")],
-            tools=[pure_tool(bounded=False)],
-            permission=RulePermissionController({"tool.call": "deny"}),
-        )
+    result = await shout_hi(
+        tools=[pure_tool(bounded=False)],
+        permission=RulePermissionController({"tool.call": "deny"}),
     )
     decision = of_type(result.events, "policy.decision")[0]
     assert (decision["action"], decision["effect"]) == ("tool.call", "deny")
@@ -61,11 +64,8 @@ async def test_without_a_controller_a_pure_tools_authorization_is_not_asked() ->
         asked.append(params)
         raise RuntimeError("never called")
 
-    result = await run_agent(
-        options(
-            [tool_turn(call("shout", {"text": "hi"})), ScriptedTurn(content="ok")],
-            tools=[pure_tool(authorization=authorization)],
-        )
+    result = await shout_hi(
+        tools=[pure_tool(authorization=authorization)],
     )
     assert asked == []
     assert of_type(result.events, "error") == []
@@ -98,12 +98,9 @@ async def test_a_resolver_may_return_its_answer_without_awaiting() -> None:
             assert (request.run_id, request.turn_id) == (None, None)
             return PermissionResolution("allow")
 
-    result = await run_agent(
-        options(
-            [tool_turn(call("shout", {"text": "hi"})), ScriptedTurn(content="ok")],
-            tools=[pure_tool()],
-            permission=Returns(),
-        )
+    result = await shout_hi(
+        tools=[pure_tool()],
+        permission=Returns(),
     )
     assert of_type(result.events, "permission.resolved")[0]["decision"] == "allow"
     assert of_type(result.events, "tool.result")[0]["output"] == {"text": "HI"}
