@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from legacy_helpers import (
     Clock,
     Params,
@@ -17,8 +18,10 @@ from legacy_helpers import (
     pure_tool,
     tool_turn,
     types,
+    with_changes,
 )
 
+from harness_kernel.events import Event
 from harness_kernel.legacy import Budget, BudgetExceededError, RunResult, run_agent
 from harness_kernel.models import FakeModel, ScriptedTurn
 from harness_kernel.policy import (
@@ -28,6 +31,7 @@ from harness_kernel.policy import (
     RulePermissionController,
     ToolPermissionIntent,
 )
+from harness_kernel.runtime import InvalidRunInputError
 from harness_tools import ToolExecutionContext
 from harness_workspace import AbortSignal
 
@@ -124,3 +128,14 @@ async def test_a_tools_failure_keeps_its_own_text_and_the_callers_ids_end_with_t
     assert clock.calls.count("call") == 1
     assert clock.calls[-1] == "evt"
     assert events[-1].event_id == f"evt-{len(clock.calls)}"
+
+
+async def test_options_the_runtime_refuses_raise_its_typed_error_before_any_event() -> None:
+    seen: list[str] = []
+
+    async def record(event: Event) -> None:
+        seen.append(event.type)
+
+    with pytest.raises(InvalidRunInputError, match="input must be a str"):
+        await run_agent(with_changes(options(), goal="", on_event=record))
+    assert seen == []
