@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness_kernel._json import MAX_SAFE_INTEGER, encode_json
+from harness_kernel._messages import freeze_messages
 from harness_kernel.models._types import (
     AssistantMessage,
     ChatMessage,
@@ -46,7 +47,6 @@ from harness_kernel.runtime._errors import (
     ContextOverflowError,
     InvalidRunInputError,
 )
-from harness_kernel.state import create_message_state
 from harness_workspace import JsonValue
 
 SETTINGS: Final = settings(max_examples=150, deadline=None, database=None)
@@ -325,7 +325,7 @@ def test_frozen_state_messages_measure_like_the_plain_ones(
     parts: tuple[list[ChatMessage], str | None, tuple[ToolDefinition, ...] | None],
 ) -> None:
     messages, system, tools = parts
-    frozen = create_message_state(messages).messages
+    frozen = freeze_messages(messages)
 
     assert request_bytes(frozen, system=system, tools=tools) == reference_bytes(
         wire_request(messages, system, tools)

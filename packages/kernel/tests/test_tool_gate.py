@@ -1,8 +1,9 @@
-"""One tool gate and one admission table for both loops (issue #16).
+"""One tool gate and one admission table for every call.
 
-The runtime and ``run_agent`` ask the same gate (``harness_kernel._gate``) every question about
-a call, and the same table (``harness_tools.call_rule``); they differ only where their
-specifications do: rule-id prefixes, event shapes, and M7's unreviewed tools under run_agent.
+The runtime asks the gate (``harness_kernel._gate``) every question about a call, and the
+table (``harness_tools.call_rule``); ``run_agent`` runs on the runtime, so it asks them too, and
+its facade only words the answers as its specification does (``kernel.`` rule ids, its event
+shapes, M7's unreviewed tools run like pure ones).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def test_a_controller_that_misbehaves_fails_closed_and_grants_are_per_run() -> N
 
     tool = create_bounded_tool(_tool(), SandboxBoundary(root="/srv/box"))
     intent = ToolPermissionIntent(action="tool.call", subject="shout", scope="run")
-    gate = ToolGate(workspace=None, decide=decide, profile="runtime")
+    gate = ToolGate(workspace=None, decide=decide)
     verdict = gate.judge(tool, intent)
     assert (verdict.effect, verdict.rule_id) == ("deny", "runtime.m8.reviewed_boundaries_only")
     pure = create_bounded_tool(_tool(), PureBoundary())
@@ -128,15 +129,16 @@ def test_a_controller_that_misbehaves_fails_closed_and_grants_are_per_run() -> N
     def ask(intent: ToolPermissionIntent) -> PermissionDecision:
         return PermissionDecision("ask", "ask me", "r-1")
 
-    legacy = ToolGate(workspace=None, decide=ask, profile="legacy")
-    asked = legacy.judge(pure, intent)
+    asking = ToolGate(workspace=None, decide=ask)
+    asked = asking.judge(pure, intent)
     assert (asked.effect, asked.rule_id) == ("ask", "r-1")
-    assert not legacy.granted(intent)
-    legacy.grant(intent)
-    assert legacy.granted(intent)
+    assert not asking.granted(intent)
+    asking.grant(intent)
+    assert asking.granted(intent)
+    assert not gate.granted(intent)
     once = ToolPermissionIntent(action="tool.call", subject="other", scope="once")
-    legacy.grant(once)
-    assert not legacy.granted(once)
+    asking.grant(once)
+    assert not asking.granted(once)
 
 
 def _data(event: Event) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The one boundary admission table: every host configuration, every kind, both profiles."""
+"""The one boundary admission table: every host configuration, every kind."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ REVIEWED_ONLY = (
 )
 
 
-def _expected(kind: str, workspace: bool, controller: bool, isolated: bool, profile: str) -> CallRule:
+def _expected(kind: str, workspace: bool, controller: bool, isolated: bool) -> CallRule:
     """The table as the docstring states it, written out independently."""
     if kind in ("workspace", *EFFECTS):
         if not workspace:
@@ -75,18 +75,16 @@ def _expected(kind: str, workspace: bool, controller: bool, isolated: bool, prof
             reason = "workspace effects require an injected permission controller"
             return CallRule(("m8.permission_required", reason, "TOOL_PERMISSION_REQUIRED"), policed=False)
         return CallRule(None, policed=True)
-    if kind == "pure" or (kind == "unreviewed" and profile == "legacy"):
+    if kind == "pure":
         return CallRule(None, policed=controller)
     return CallRule(REVIEWED_ONLY, policed=False)
 
 
 @pytest.mark.parametrize(
-    ("kind", "workspace", "controller", "isolated", "profile"),
-    list(itertools.product(KINDS, (False, True), (False, True), (False, True), ("runtime", "legacy"))),
+    ("kind", "workspace", "controller", "isolated"),
+    list(itertools.product(KINDS, (False, True), (False, True), (False, True))),
 )
-def test_every_cell_of_the_call_table(
-    kind: str, workspace: bool, controller: bool, isolated: bool, profile: str
-) -> None:
+def test_every_cell_of_the_call_table(kind: str, workspace: bool, controller: bool, isolated: bool) -> None:
     tool = _tool(kind)
     assert tool_kind(tool) == ("workspace" if kind in EFFECTS else kind)
     assert is_effect_tool(tool) == (kind in EFFECTS)
@@ -95,9 +93,8 @@ def test_every_cell_of_the_call_table(
         workspace_injected=workspace,
         controller=controller,
         effects_admitted=isolated,
-        profile=profile,  # pyright: ignore[reportArgumentType]
     )
-    assert rule == _expected(kind, workspace, controller, isolated, profile)
+    assert rule == _expected(kind, workspace, controller, isolated)
     # A call runs only when the table refuses nothing; a workspace effect never runs unpoliced,
     # and a write or a command never runs on a workspace nobody declared isolated.
     if kind in ("workspace", *EFFECTS) and rule.refusal is None:
@@ -126,8 +123,6 @@ def test_the_runtime_advertises_what_this_workspace_can_run(
     assert shown == (
         kind == "pure" or (kind == "workspace" and workspace) or (kind in EFFECTS and workspace and isolated)
     )
-    # The legacy loop shows every registered tool (M7 compatibility).
-    assert is_advertised(tool, workspace_injected=workspace, effects_admitted=isolated, profile="legacy")
 
 
 def test_the_server_admits_pure_tools_and_workspace_tools_rooted_at_its_adapter() -> None:

@@ -20,7 +20,6 @@ EXPECTED_NAMES = {
     "DEVELOPMENT_RESULT_MAX_BYTES",
     "DEVELOPMENT_TOOL_NAMES",
     "create_development_tools",
-    "AdmissionProfile",
     "ArgumentLimits",
     "CallRule",
     "ToolKind",

@@ -1,9 +1,9 @@
-"""harness-kernel: events, state, models, policy, manifests, the event store and the runtime.
+"""harness-kernel: events, models, policy, manifests, the event store and the runtime.
 
-The submodules are the public surface (``harness_kernel.events``, ``state``, ``models``,
-``policy``, ``manifest``, ``store``, ``runtime``, ``legacy``, ``evals``). The package root
-re-exports the public names of ``runtime``, ``legacy`` and ``state``, and the workspace
-contract types, the very objects of ``harness_workspace``.
+The submodules are the public surface (``harness_kernel.events``, ``models``, ``policy``,
+``manifest``, ``store``, ``runtime``, ``legacy``, ``evals``). The package root re-exports
+the public names of ``runtime`` and ``legacy``, and the workspace contract types, the very
+objects of ``harness_workspace``.
 """
 
 from harness_kernel._errors import HarnessError, is_harness_error
@@ -36,14 +36,6 @@ from harness_kernel.runtime import (
     RuntimeConsumerError,
     SteeringClosedError,
 )
-from harness_kernel.state import (
-    InvalidMessageStateError,
-    ModelContext,
-    VersionedMessageState,
-    append_message,
-    build_model_context,
-    create_message_state,
-)
 from harness_workspace import CommandRequest, CommandResult, Workspace, WorkspaceCapability, WorkspaceSnapshot
 
 __all__ = [
@@ -54,12 +46,10 @@ __all__ = [
     "CommandResult",
     "EventAppendError",
     "HarnessError",
-    "InvalidMessageStateError",
     "InvalidModelResponseError",
     "InvalidRunInputError",
     "InvalidToolResultError",
     "MinimalAgentRuntime",
-    "ModelContext",
     "ModelStreamError",
     "ModelTimeoutError",
     "RunAlreadyExistsError",
@@ -75,13 +65,9 @@ __all__ = [
     "RuntimeConsumerError",
     "SteeringClosedError",
     "ToolExecutionError",
-    "VersionedMessageState",
     "Workspace",
     "WorkspaceCapability",
     "WorkspaceSnapshot",
-    "append_message",
-    "build_model_context",
-    "create_message_state",
     "is_harness_error",
     "normalize_tool_json",
     "run_agent",

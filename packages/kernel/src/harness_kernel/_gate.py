@@ -1,12 +1,11 @@
 """The one tool gate: convert → intent → policy → permission → restricted capability.
 
-Both loops (``MinimalAgentRuntime``, kernel.md §8.6 to §8.7, and ``run_agent``, §9) ask this
-module every question about a tool call and only publish the answers as their own events:
-how the arguments convert, what the call intends, what the admission table
-(``harness_tools`` ``call_rule``) and the permission controller decide, whether an operator's
-answer is valid, and which workspace view the tool receives. The loops keep what differs by
-design: their event shapes, their acknowledgement and cancellation mechanics, and the few
-texts their specifications fix differently (``profile``).
+The one agent loop (``MinimalAgentRuntime``, kernel.md §8.6 to §8.7) asks this module every
+question about a tool call and only publishes the answers as its events: how the arguments
+convert, what the call intends, what the admission table (``harness_tools`` ``call_rule``) and
+the permission controller decide, whether an operator's answer is valid, and which workspace
+view the tool receives. ``run_agent`` (§9) runs on that loop; the few texts its specification
+fixes differently are its facade's translation, not a setting of this gate.
 """
 
 from __future__ import annotations
@@ -25,14 +24,12 @@ from harness_kernel._json import FrozenDict, JsonValue, has_lone_surrogate, thaw
 from harness_kernel.models._types import ToolDefinition
 from harness_kernel.policy._permission import MAX_REASON_CHARS, PermissionDecision, PermissionResolution
 from harness_tools import (
-    AdmissionProfile,
     CallRule,
     Tool,
     ToolError,
     ToolPermissionIntent,
     WorkspaceBoundary,
     call_rule,
-    is_advertised,
 )
 from harness_tools import get_tool_execution_boundary as boundary_of
 from harness_workspace import Workspace, WorkspaceOperationError, isolation_of, restrict_workspace
@@ -59,7 +56,9 @@ DecideCallable = Any
 """A permission controller's ``decide``: any callable; its answer is validated here."""
 
 _MAX_ACTION_CHARS: Final = 256
-_RULE_PREFIX: Final[dict[AdmissionProfile, str]] = {"runtime": "runtime", "legacy": "kernel"}
+RULE_PREFIX: Final = "runtime."
+"""The prefix of every rule id the gate itself decides with (the table's rows, a failed closed
+call, an unpoliced pure call); a controller's own rule ids pass unchanged."""
 
 
 def close_coroutine(value: object) -> None:
@@ -123,29 +122,17 @@ class ToolDefinitionError(ValueError):
     """A tool's definition cannot be advertised: its input schema is not a bounded JSON object."""
 
 
-def tool_definitions(
-    tools: Iterable[Tool[Any]],
-    *,
-    workspace_injected: bool,
-    profile: AdmissionProfile,
-    effects_admitted: bool = False,
-) -> tuple[ToolDefinition, ...] | None:
-    """The definitions a model is shown, in registry order (``None`` when there are none).
+def tool_definitions(tools: Iterable[Tool[Any]]) -> tuple[ToolDefinition, ...] | None:
+    """The definitions a model is shown of ``tools``, in order (``None`` when there are none).
 
-    Which tools are shown is the admission table's answer (``is_advertised``); each schema
-    is bounded JSON, deep-frozen (kernel.md §8.3).
+    The caller chooses which tools are shown (the runtime: the admission table's
+    ``is_advertised``); each schema is bounded JSON, deep-frozen (kernel.md §8.3).
 
     Raises:
-        ToolDefinitionError: a shown tool's schema is not a bounded JSON object, or its
-            description is not a str.
+        ToolDefinitionError: a schema is not a bounded JSON object, or a description is not a str.
     """
     definitions: list[ToolDefinition] = []
     for tool in tools:
-        shown = is_advertised(
-            tool, workspace_injected=workspace_injected, effects_admitted=effects_admitted, profile=profile
-        )
-        if not shown:
-            continue
         schema: object = tool.input_schema if tool.input_schema is not None else {"type": "object"}
         try:
             frozen, _ = bounded_json(schema)
@@ -254,7 +241,7 @@ class Verdict:
         reason: Why, for people (at most 4,096 characters).
         denial: The observation's error code when ``effect`` is ``deny``.
         policed: Whether a rule judged the call at all; ``False`` for an unpoliced pure call
-            (no controller), which the legacy loop publishes no ``policy.decision`` for.
+            (no controller).
         failed_closed: The tool's authorization or the controller's decision failed.
     """
 
@@ -275,23 +262,16 @@ class ToolGate:
             ``execute`` access run only when trusted outer code declared it isolated
             (``harness_workspace.isolation_of``); the declaration is read here, once.
         decide: The controller's ``decide``, or ``None`` without a controller.
-        profile: ``runtime`` for ``MinimalAgentRuntime``, ``legacy`` for ``run_agent``: it
-            prefixes rule ids (``runtime.`` / ``kernel.``) and selects the admission table's
-            legacy column.
     """
 
-    def __init__(
-        self, *, workspace: Workspace | None, decide: DecideCallable | None, profile: AdmissionProfile
-    ) -> None:
+    def __init__(self, *, workspace: Workspace | None, decide: DecideCallable | None) -> None:
         self._workspace = workspace
         self._effects_admitted = workspace is not None and isolation_of(workspace) is not None
         self._decide = decide
-        self.profile: Final = profile
-        self._prefix = _RULE_PREFIX[profile]
         self._grants: set[tuple[str, str | None]] = set()
 
     def _rule(self, name: str) -> str:
-        return f"{self._prefix}.{name}"
+        return f"{RULE_PREFIX}{name}"
 
     def _call_rule(self, tool: Tool[Any]) -> CallRule:
         return call_rule(
@@ -299,14 +279,7 @@ class ToolGate:
             workspace_injected=self._workspace is not None,
             controller=self._decide is not None,
             effects_admitted=self._effects_admitted,
-            profile=self.profile,
         )
-
-    def judged(self, tool: Tool[Any]) -> bool:
-        """Whether a call of ``tool`` gets a ``policy.decision`` at all: the table refuses it
-        or a controller decides it (an unpoliced pure call gets none in the legacy loop)."""
-        rule = self._call_rule(tool)
-        return rule.policed or rule.refusal is not None
 
     def judge(self, tool: Tool[Any], intent: ToolPermissionIntent | None) -> Verdict:
         """The decision table (kernel.md §8.7): the first matching row decides."""

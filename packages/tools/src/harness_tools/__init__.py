@@ -7,7 +7,6 @@ of the workspace and nothing wider; this package itself never touches the host.
 
 from harness_tools._admission import (
     WORKSPACE_ADAPTER_REQUIRED,
-    AdmissionProfile,
     CallRule,
     ToolKind,
     admission_refusal,
@@ -97,7 +96,6 @@ __all__ = [
     "WORKSPACE_ROOT_PATH",
     "WORKSPACE_SEGMENT_MAX_BYTES",
     "WRITE_MAX_BYTES",
-    "AdmissionProfile",
     "ArgumentLimits",
     "CallRule",
     "FsListParameters",

@@ -1,7 +1,7 @@
 """The one boundary admission table: what a host may do with a tool, by its reviewed boundary.
 
 Every host consults this table and no other: the runtime (what it advertises, and rows 1-4 of
-its decision table, kernel.md §8.3 and §8.7), the legacy ``run_agent`` (kernel.md §9), and the
+its decision table, kernel.md §8.3 and §8.7; ``run_agent``, kernel.md §9, runs on it), and the
 agent server at ``session/new`` (agent-server.md §5.2).
 
 - **pure**: always advertised; a call without a permission controller runs unpoliced, with
@@ -18,10 +18,6 @@ agent server at ``session/new`` (agent-server.md §5.2).
 - **sandbox**: never advertised, every call refused (``reviewed_boundaries_only``), never
   admitted: no host runs sandbox-bound tools yet.
 - **unreviewed** (no boundary): as sandbox.
-
-``run_agent`` keeps one difference, for compatibility with its M7 callers (``profile="legacy"``):
-it advertises every tool, and an unreviewed tool (one made by ``create_tool`` without a
-boundary) runs like a pure one, unpoliced without a controller.
 """
 
 from __future__ import annotations
@@ -42,7 +38,6 @@ from harness_workspace import WORKSPACE_ISOLATION_REQUIRED
 
 __all__ = [
     "WORKSPACE_ADAPTER_REQUIRED",
-    "AdmissionProfile",
     "CallRule",
     "ToolKind",
     "admission_refusal",
@@ -54,9 +49,6 @@ __all__ = [
 
 ToolKind = Literal["pure", "workspace", "sandbox", "unreviewed"]
 """A tool's class in the admission table, from its reviewed boundary (or the lack of one)."""
-
-AdmissionProfile = Literal["runtime", "legacy"]
-"""``runtime`` for every host but ``run_agent``, which keeps its M7 treatment of unreviewed tools."""
 
 _REVIEWED_ONLY: Final = "only reviewed pure or workspace tools may execute"
 WORKSPACE_ADAPTER_REQUIRED: Final = (
@@ -89,23 +81,16 @@ def _effectful(boundary: ToolExecutionBoundary | None) -> bool:
     return type(boundary) is WorkspaceBoundary and boundary.access != "read"
 
 
-def _runs_like_pure(kind: ToolKind, profile: AdmissionProfile) -> bool:
-    return kind == "pure" or (kind == "unreviewed" and profile == "legacy")
-
-
 def is_advertised(
     tool: Tool[Any],
     *,
     workspace_injected: bool,
     effects_admitted: bool = False,
-    profile: AdmissionProfile = "runtime",
 ) -> bool:
     """Whether the model is shown ``tool``'s definition (a model may still name any tool).
 
     ``effects_admitted``: the injected workspace is declared isolated, so effect tools apply.
     """
-    if profile == "legacy":
-        return True
     boundary = get_tool_execution_boundary(tool)
     kind = _kind_of(boundary)
     if kind == "workspace":
@@ -122,7 +107,7 @@ class CallRule:
             ``rule`` is the rule id's last part (hosts prefix it, ``runtime.`` or ``kernel.``),
             ``code`` the observation's error code.
         policed: Whether the permission controller decides (``False``: the call runs without
-            one; only pure tools, and unreviewed ones under ``legacy``).
+            one; only pure tools).
     """
 
     refusal: tuple[str, str, str] | None
@@ -135,7 +120,6 @@ def call_rule(
     workspace_injected: bool,
     controller: bool,
     effects_admitted: bool = False,
-    profile: AdmissionProfile = "runtime",
 ) -> CallRule:
     """Rows 1-4 of the decision table (kernel.md §8.7) for ``tool`` in this host configuration.
 
@@ -158,7 +142,7 @@ def call_rule(
             reason = "workspace effects require an injected permission controller"
             return CallRule(("m8.permission_required", reason, "TOOL_PERMISSION_REQUIRED"), policed=False)
         return CallRule(None, policed=True)
-    if not _runs_like_pure(kind, profile):
+    if kind != "pure":
         return CallRule(("m8.reviewed_boundaries_only", _REVIEWED_ONLY, "TOOL_NOT_PURE"), policed=False)
     return CallRule(None, policed=controller)
 

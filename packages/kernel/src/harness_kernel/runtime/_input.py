@@ -12,13 +12,13 @@ from harness_kernel._ids import MAX_ID_CHARS, is_id
 from harness_kernel._ids import now_timestamp as default_now
 from harness_kernel._ids import random_id as default_new_id
 from harness_kernel._json import MAX_SAFE_INTEGER, FrozenDict, has_lone_surrogate
+from harness_kernel._messages import InvalidMessageError, freeze_messages
 from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefinition, Usage
 from harness_kernel.policy._permission import PermissionController
 from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import InvalidRunInputError
-from harness_kernel.state import InvalidMessageStateError, create_message_state
 from harness_kernel.store._ports import EventStore
-from harness_tools import Tool, ToolRegistry
+from harness_tools import Tool, ToolRegistry, is_advertised
 from harness_workspace import AbortSignal, Workspace, bind_workspace, isolation_of
 
 __all__ = [
@@ -202,21 +202,23 @@ def _context(value: object) -> tuple[ChatMessage, ...]:
     if len(value) > MAX_CONTEXT_MESSAGES:  # pyright: ignore[reportUnknownArgumentType]
         raise InvalidRunInputError(f"context must hold at most {MAX_CONTEXT_MESSAGES} messages")
     try:
-        return create_message_state(value).messages  # pyright: ignore[reportUnknownArgumentType]
-    except InvalidMessageStateError as error:
+        return freeze_messages(value)  # pyright: ignore[reportUnknownArgumentType]
+    except InvalidMessageError as error:
         raise InvalidRunInputError(f"invalid context: {error}") from error
 
 
 def _advertised(
     tools: dict[str, Tool[Any]], workspace: Workspace | None
 ) -> tuple[ToolDefinition, ...] | None:
+    injected = workspace is not None
+    effects_admitted = workspace is not None and isolation_of(workspace) is not None
+    shown = (
+        tool
+        for tool in tools.values()
+        if is_advertised(tool, workspace_injected=injected, effects_admitted=effects_admitted)
+    )
     try:
-        return tool_definitions(
-            tools.values(),
-            workspace_injected=workspace is not None,
-            effects_admitted=workspace is not None and isolation_of(workspace) is not None,
-            profile="runtime",
-        )
+        return tool_definitions(shown)
     except ToolDefinitionError as error:
         raise InvalidRunInputError(str(error)) from error
 

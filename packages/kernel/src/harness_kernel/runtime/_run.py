@@ -144,7 +144,7 @@ class Run:
         self.tool_calls = 0
         self.usage = admitted.usage or Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         self.warned: set[BudgetMetric] = set()
-        self.gate = ToolGate(workspace=admitted.workspace, decide=admitted.decide, profile="runtime")
+        self.gate = ToolGate(workspace=admitted.workspace, decide=admitted.decide)
         self.model_call_ids: set[str] = set()
         self.transcript = 0
         self.agent_id = ""
