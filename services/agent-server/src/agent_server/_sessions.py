@@ -509,6 +509,8 @@ class SessionManager:
             self._give_back_slot()
             raise
         self._sessions[session.id] = session
+        if status != "completed":
+            self._begin_turn(session)  # first: its fresh abort would drop the stop below
         if self.disconnected:  # the connection (or the server) ended while the session was claimed
             session.closing = True
             session.stop(NOTE_DISCONNECTED)
@@ -518,7 +520,6 @@ class SessionManager:
         async def start() -> RunStream:
             return await self._start_continuation(session, resend_uncertain=params.resend_uncertain)
 
-        self._begin_turn(session)
         return await self._drive(session, start)
 
     async def _take_up(self, session: Session) -> PromptResult:
