@@ -162,7 +162,12 @@ async def replay_all(client: AcpClient, session_id: str, *, page: int = 1000) ->
 
 
 async def wait_for_closed_row(store: SessionStore, session_id: str) -> None:
-    """Wait until the server has finished the session and closed its row (30 s at most: a busy machine)."""
+    """Wait until the server has finished the session and closed its row (30 s at most: a busy machine).
+
+    Not for a session the server continues (``session/continue``, ``--resume-interrupted``):
+    marking it interrupted closes its row for the moment before the continuation reopens it,
+    so there a closed row must also end with ``agent.stopped`` (``test_continue.py``).
+    """
     # The store signals nothing, so polling is the only way to observe the row from outside.
     with trio.fail_after(30):
         while (await store.get(session_id)).status != "closed":  # noqa: ASYNC110

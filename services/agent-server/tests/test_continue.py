@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
+import trio.testing
 
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import FakeModel, ModelRequest, ScriptedTurn, ToolCall
@@ -447,3 +448,46 @@ async def test_a_conversation_whose_turn_ended_goes_on_after_a_restart(
         kinds = [note["event"]["type"] for note in replayed]
         assert kinds.count("agent.stopped") == 2
         assert [note["seq"] for note in replayed] == list(range(len(replayed)))
+
+
+class HeldStore(SqliteSessionStore):
+    """Holds the start-up claim of an interrupted session (marking it) until the test lets it go."""
+
+    def __init__(self, path: Path, clock: Clock) -> None:
+        super().__init__(path, now=clock)
+        self.claiming = trio.Event()
+        self.release = trio.Event()
+
+    async def recover_interrupted(self, *args: Any, **kwargs: Any) -> Any:
+        self.claiming.set()
+        await self.release.wait()
+        return await super().recover_interrupted(*args, **kwargs)
+
+
+async def test_a_shutdown_while_a_session_is_claimed_cancels_its_continued_turn(
+    running: ServerFactory, tmp_path: Path
+) -> None:
+    clock = Clock()
+    (tmp_path / "state").mkdir(exist_ok=True)
+    store = HeldStore(tmp_path / "state" / "continue.sqlite", clock)
+    async with store:
+        dead = DeadOwner(store, running.workspace)
+        await dead.interrupt("sess-a", stop_at="tool.call")
+        clock.seconds = 60
+        model: Callable[[], FakeModel] = lambda: FakeModel(RESUMED)  # noqa: E731
+        options: dict[str, Any] = {"db_path": None, "session_store": store, "now": clock}
+        async with running(models={"fake-model/v1": model}, resume_interrupted=True, **options) as handle:
+            await store.claiming.wait()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(handle.aclose)
+                # The shutdown has disconnected the start-up's connection and now waits for the
+                # claim, which goes on only once every task is blocked.
+                await trio.testing.wait_all_tasks_blocked()
+                store.release.set()
+        types = [item.event.type for item in (await store.read("sess-a", limit=1000)).events]
+        row = await store.get("sess-a")
+    continued = types[types.index("session.restored") :]
+    # The disconnect came first: the continued turn ends canceled at once, never asking the model.
+    assert "model.request" not in continued
+    assert types[-2:] == ["turn.completed", "agent.stopped"]
+    assert row.status == "closed"

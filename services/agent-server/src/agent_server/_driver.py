@@ -91,11 +91,14 @@ class TurnDriver:
             conversation.outcome = RunOutcome(run_id=run_input.run_id)
             return stream
 
-        self._begin_turn(session)
+        self.begin_turn(session)
         return await self._drive(session, start)
 
     async def continue_turn(self, session: Session, *, resend_uncertain: bool) -> PromptResult:
         """Take the lease and continue the session's interrupted turn (kernel.md §8.16); then keep the lease.
+
+        The caller has begun the turn (``begin_turn``) before it looked for a disconnect, so a
+        stop that came during the claim is kept.
 
         Raises:
             AcpError: ``-32013`` when another owner took the lease first; ``-32023`` when the
@@ -111,7 +114,6 @@ class TurnDriver:
             conversation.outcome = RunOutcome()
             return stream
 
-        self._begin_turn(session)
         return await self._drive(session, start)
 
     async def take_up(self, session: Session) -> PromptResult:
@@ -176,7 +178,7 @@ class TurnDriver:
         except AgentRuntimeError as error:
             _log.info("cancel of run %s in session %s: %s", run_id, session.id, error.message)
 
-    def _begin_turn(self, session: Session) -> None:
+    def begin_turn(self, session: Session) -> None:
         """``running`` before the first ``await``, so two turns never both start; a fresh abort."""
         session.state = "running"
         session.idle_scope.cancel()

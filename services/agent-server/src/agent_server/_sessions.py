@@ -128,6 +128,8 @@ class SessionManager:
         """
         session, status = await self._admission.claim(params.session_id)
         self._sessions[session.id] = session
+        if status != "completed":
+            self._driver.begin_turn(session)  # first: its fresh abort would drop the stop below
         if self._link.disconnected:  # the connection (or the server) ended while the session was claimed
             session.closing = True
             session.stop(NOTE_DISCONNECTED)
