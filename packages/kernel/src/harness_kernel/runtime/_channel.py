@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections import deque
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import AsyncGenerator, Callable, Generator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -35,6 +35,7 @@ from harness_kernel.runtime._errors import (
     EventAppendError,
     InvalidRunInputError,
     RunTerminalError,
+    RuntimeBudgetExceededError,
     SteeringClosedError,
 )
 from harness_kernel.runtime._input import Admitted
@@ -334,3 +335,15 @@ class RunChannel:
             pct=percent(used, limit),
         )
         return await self.publish("budget.warning", warning)
+
+    async def refuse_spent_tokens(self, total: int) -> AsyncGenerator[None, None]:
+        """Before a request: with ``total`` tokens at or over the budget, warn, then end the run.
+
+        Raises:
+            RuntimeBudgetExceededError: the token budget is spent.
+        """
+        limit = self.admitted.max_model_tokens
+        if limit is not None and total >= limit:
+            if await self.warning("tokens", total, limit):
+                yield None
+            raise RuntimeBudgetExceededError("tokens", total, limit)

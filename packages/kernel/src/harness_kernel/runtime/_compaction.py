@@ -46,7 +46,6 @@ from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     ContextCompactionError,
     ModelTimeoutError,
-    RuntimeBudgetExceededError,
 )
 from harness_kernel.runtime._response import check_response, close_iterator
 from harness_kernel.runtime._state import Compacted, RunView, StepValue, UsageSpent
@@ -110,14 +109,10 @@ async def compact_if_needed(view: RunView, channel: RunChannel) -> AsyncGenerato
     yield Compacted(revision, after_messages, after_sizes)
     if acknowledge:
         yield None
-    limit = view.admitted.max_model_tokens
-    total = view.usage.total_tokens
-    if limit is not None and total >= limit:
-        # The summary spent the rest of the budget: no request is made (the budget gate's
-        # warning, then the exceed).
-        if await channel.warning("tokens", total, limit):
-            yield None
-        raise RuntimeBudgetExceededError("tokens", total, limit)
+    # The summary may have spent the rest of the budget: then no request is made (the budget
+    # gate's warning, then the exceed).
+    async for value in channel.refuse_spent_tokens(view.usage.total_tokens):
+        yield value
 
 
 def _summary_request(

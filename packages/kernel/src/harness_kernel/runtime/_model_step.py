@@ -124,12 +124,8 @@ async def _check_budget(view: RunView, channel: RunChannel) -> AsyncGenerator[St
         yield Warned("steps")
         if await channel.warning("steps", next_step, max_steps):
             yield None
-    limit = view.admitted.max_model_tokens
-    total = view.usage.total_tokens
-    if limit is not None and total >= limit:
-        if await channel.warning("tokens", total, limit):
-            yield None
-        raise RuntimeBudgetExceededError("tokens", total, limit)
+    async for value in channel.refuse_spent_tokens(view.usage.total_tokens):
+        yield value
 
 
 @dataclass(frozen=True, slots=True)
