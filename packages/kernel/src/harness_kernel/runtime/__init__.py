@@ -118,18 +118,19 @@ class RunStream:
 
     async def __anext__(self) -> Event:
         run = self._run
+        channel = run.channel
         if self._stepping:
             raise RuntimeConsumerError("concurrent __anext__ on a run stream")
         self._stepping = True
         try:
             while True:
-                if run.queue:
-                    return run.queue.popleft()
-                if run.producer_done or run.abandoned:
+                if channel.queue:
+                    return channel.queue.popleft()
+                if run.producer_done or channel.abandoned:
                     break
                 try:
                     async with run.driver:
-                        if not run.queue:
+                        if not channel.queue:
                             await run.advance(consumer=True)
                 except trio.Cancelled:
                     # Cancelled while waiting for the driver lock, or inside a step (which
@@ -168,8 +169,7 @@ class RunStream:
         """
         run = self._run
         if run.finished.is_set():
-            run.abandoned = True
-            run.queue.clear()
+            run.channel.drop_undelivered()
             return
         if run.driver.locked():
             # A step is driving (the consumer's or a control's). Cancellation releases every
@@ -184,8 +184,8 @@ class RunStream:
             with trio.CancelScope(shield=True):
                 await run.abandon()
             await trio.lowlevel.checkpoint_if_cancelled()
-        if isinstance(run.poison, EventAppendError):
-            raise run.poison
+        if isinstance(run.channel.poison, EventAppendError):
+            raise run.channel.poison
 
     async def __aenter__(self) -> RunStream:
         return self
@@ -438,7 +438,7 @@ class MinimalAgentRuntime:
     def _check_idle(self, session_id: str) -> None:
         conversation = self._conversations.get(session_id)
         if conversation is not None and conversation.active is not None:
-            raise TurnActiveError(session_id, conversation.active.a.run_id)
+            raise TurnActiveError(session_id, conversation.active.admitted.run_id)
 
     def _start(
         self, admitted: Admitted, conversation: _Conversation, resume: ResumePlan | None = None
@@ -454,24 +454,25 @@ class MinimalAgentRuntime:
             raise RunAlreadyExistsError(run_id)
 
     def _finished(self, run: Run) -> None:
-        self._runs.pop(run.a.run_id, None)
-        self._tombstones[run.a.run_id] = run.status
-        conversation = self._conversations.get(run.a.session_id)
+        admitted, state = run.admitted, run.state
+        self._runs.pop(admitted.run_id, None)
+        self._tombstones[admitted.run_id] = run.channel.status
+        conversation = self._conversations.get(admitted.session_id)
         if conversation is None or conversation.active is not run:
             return
         conversation.active = None
         if run.admission_error is not None:
             return  # nothing of the turn was stored: the session is as it was
-        if run.poison is not None or run.pairless is not None:
+        if run.channel.poison is not None or run.pairless is not None:
             conversation.lost = True
             return
-        conversation.messages = tuple(run.messages)
-        conversation.pending = tuple(run.pending)
-        conversation.usage = run.usage
-        conversation.revision = run.revision
-        conversation.last_checkpoint = run.last_checkpoint
-        conversation.checkpointed = run.checkpointed
-        conversation.compactions = run.compactions
+        conversation.messages = tuple(state.messages)
+        conversation.pending = tuple(run.channel.pending)
+        conversation.usage = state.usage
+        conversation.revision = state.revision
+        conversation.last_checkpoint = state.last_checkpoint
+        conversation.checkpointed = state.checkpointed
+        conversation.compactions = state.compactions
 
     def _lookup(self, run_id: str) -> Run:
         run = self._runs.get(run_id)
@@ -511,19 +512,20 @@ class MinimalAgentRuntime:
             if status == "canceled":
                 return
             raise RunTerminalError(run_id, status)
-        if run.status == "completing":
-            if run.finishing_as != "canceled":
+        channel = run.channel
+        if channel.status == "completing":
+            if channel.finishing_as != "canceled":
                 raise RunTerminalError(run_id, "completing")
             # Finishing as canceled already: wait for that pair like any later request, and
             # raise its failure rather than report a pair that was never appended.
             await run.finished.wait()
         else:
-            run.request_cancel()
+            channel.request_cancel()
             await run.drive_to_end()
         failure = run.failure()
         if failure is not None:
             raise failure
-        if run.status != "canceled":
+        if channel.status != "canceled":
             # The request lost to an outcome already being recorded when it came (a budget
             # exceed after its forced warning): report that outcome, as its tombstone would.
-            raise RunTerminalError(run_id, run.status)
+            raise RunTerminalError(run_id, channel.status)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -34,6 +34,7 @@ from harness_kernel.models._types import (
     Usage,
     UserMessage,
 )
+from harness_kernel.runtime._channel import RunChannel
 from harness_kernel.runtime._context import (
     check_summary,
     compacted_messages,
@@ -45,92 +46,94 @@ from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     ContextCompactionError,
     ModelTimeoutError,
-    RuntimeBudgetExceededError,
 )
-from harness_kernel.runtime._response import add_usage, check_response, close_iterator
+from harness_kernel.runtime._response import check_response, close_iterator
+from harness_kernel.runtime._state import Compacted, RunView, StepValue, UsageSpent
 from harness_kernel.runtime._terminal import event_usage
 from harness_workspace import AbortController, AbortSignal
-
-if TYPE_CHECKING:
-    from harness_kernel.runtime._run import Run
 
 __all__ = ["compact_if_needed"]
 
 
-async def compact_if_needed(run: Run) -> AsyncGenerator[None, None]:
-    """Compact the run's context when the next request would reach the threshold."""
-    policy = run.a.policy
+async def compact_if_needed(view: RunView, channel: RunChannel) -> AsyncGenerator[StepValue, None]:
+    """Compact the run's context when the next request would reach the threshold.
+
+    Yields :class:`UsageSpent` (the summary's usage) once the summary is usable and
+    :class:`Compacted` once it is stored.
+    """
+    policy = view.admitted.policy
     assert policy is not None
-    steering = [UserMessage(content=text) for _, text in run.pending]
-    before = run.measure(steering)
+    steering = [UserMessage(content=text) for _, text in channel.pending]
+    before = view.measure(steering)
     if not needs_compaction(before.tokens, policy):
         return
-    start = tail_start(run.messages, policy.tail_messages)
+    messages = view.messages
+    start = tail_start(messages, policy.tail_messages)
     if start < 2:
         # Nothing (or one message) before the tail: a summary would not shorten the context
         # by a message. The window check at the request decides.
         return
-    prefix, tail = tuple(run.messages[:start]), tuple(run.messages[start:])
-    summary, usage = await _summarise(run, prefix)
+    prefix, tail = tuple(messages[:start]), tuple(messages[start:])
+    summary, usage = await _summarise(view, channel, prefix)
     after_messages = compacted_messages(summary, tail) if summary else ()
     after_sizes: list[int] = []
-    after = run.measure_of(after_messages, after_sizes, steering) if summary else before
+    after = view.measure_of(after_messages, after_sizes, steering) if summary else before
     summary = check_summary(summary, before_bytes=before.tokens, after_bytes=after.tokens)
-    run.usage = add_usage(run.usage, usage)
-    revision = run.compactions + 1
-    summary_id = run.new_id("msg")
+    yield UsageSpent(usage)
+    revision = view.compactions + 1
+    summary_id = channel.new_id("msg")
     checkpoint = ContextCheckpointData(
-        **run.ids(),
+        **channel.ids,
         revision=revision,
         summary_message_id=summary_id,
         summary=summary,
         tail_start=start,
-        message_revision=run.revision + 1,
+        message_revision=view.revision + 1,
     )
     compacted = ContextCompactedData(
-        **run.ids(),
+        **channel.ids,
         summary_message_id=summary_id,
         summary=summary,
-        before_messages=len(run.messages) + len(steering),
+        before_messages=len(messages) + len(steering),
         after_messages=len(after_messages) + len(steering),
         before_tokens=before.tokens,
         after_tokens=after.tokens,
         usage=event_usage(usage),
     )
-    acknowledge = await run.publish_batch(
-        lambda: (run.event("context.checkpoint", checkpoint), run.event("context.compacted", compacted))
+    acknowledge = await channel.publish_batch(
+        lambda: (
+            channel.event("context.checkpoint", checkpoint),
+            channel.event("context.compacted", compacted),
+        )
     )
-    run.compactions = revision
-    run.revision += 1
-    run.replace_context(after_messages, after_sizes)
+    yield Compacted(revision, after_messages, after_sizes)
     if acknowledge:
-        yield
-    limit = run.a.max_model_tokens
-    if limit is not None and run.usage.total_tokens >= limit:
-        # The summary spent the rest of the budget: no request is made (the budget gate's
-        # warning, then the exceed).
-        if await run.warning("tokens", run.usage.total_tokens, limit):
-            yield
-        raise RuntimeBudgetExceededError("tokens", run.usage.total_tokens, limit)
+        yield None
+    # The summary may have spent the rest of the budget: then no request is made (the budget
+    # gate's warning, then the exceed).
+    async for value in channel.refuse_spent_tokens(view.usage.total_tokens):
+        yield value
 
 
-def _summary_request(run: Run, prefix: tuple[ChatMessage, ...], controller: AbortController) -> ModelRequest:
+def _summary_request(
+    view: RunView, channel: RunChannel, prefix: tuple[ChatMessage, ...], controller: AbortController
+) -> ModelRequest:
     """The summary request: the prefix and the fixed instruction, no tools, no system text."""
-    a = run.a
-    max_tokens = a.max_tokens
-    if a.max_model_tokens is not None:
-        remaining = max(1, a.max_model_tokens - run.usage.total_tokens)
+    admitted = view.admitted
+    max_tokens = admitted.max_tokens
+    if admitted.max_model_tokens is not None:
+        remaining = max(1, admitted.max_model_tokens - view.usage.total_tokens)
         max_tokens = remaining if max_tokens is None else min(max_tokens, remaining)
     return ModelRequest(
         messages=summary_request_messages(prefix),
         tools=None,
-        model=a.model,
+        model=admitted.model,
         max_tokens=max_tokens,
         system=None,
-        provider_options=a.provider_options,
-        signal=AbortSignal.any([controller.signal, run.controller.signal]),
+        provider_options=admitted.provider_options,
+        signal=AbortSignal.any([controller.signal, channel.controller.signal]),
         context_version=1,
-        message_revision=run.revision,
+        message_revision=view.revision,
     )
 
 
@@ -149,7 +152,9 @@ async def _pull(iterator: Any) -> CompletionResponse:
             raise ContextCompactionError("the summary stream sent a tool call or an invalid frame")
 
 
-async def _summarise(run: Run, prefix: tuple[ChatMessage, ...]) -> tuple[str, Usage]:
+async def _summarise(
+    view: RunView, channel: RunChannel, prefix: tuple[ChatMessage, ...]
+) -> tuple[str, Usage]:
     """Ask the model for the summary of ``prefix``; its text and usage.
 
     Raises:
@@ -157,16 +162,15 @@ async def _summarise(run: Run, prefix: tuple[ChatMessage, ...]) -> tuple[str, Us
         ModelTimeoutError: the round's deadline passed.
         Canceled: the run was canceled meanwhile.
     """
-    a = run.a
     controller = AbortController()
-    timeout_ms = a.model_timeout_ms
+    timeout_ms = view.admitted.model_timeout_ms
     deadline = math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000
     response: CompletionResponse | None = None
     iterator: object = None
     try:
-        with run.cancellable(deadline) as scope:
+        with channel.cancellable(deadline) as scope:
             try:
-                iterator = a.stream(_summary_request(run, prefix, controller))
+                iterator = view.admitted.stream(_summary_request(view, channel, prefix, controller))
                 if inspect.iscoroutine(iterator) or not hasattr(iterator, "__anext__"):
                     raise ContextCompactionError("the summary stream is not an async iterator")
                 response = await _pull(iterator)
@@ -175,15 +179,15 @@ async def _summarise(run: Run, prefix: tuple[ChatMessage, ...]) -> tuple[str, Us
             except ContextCompactionError:
                 raise
             except AgentRuntimeError as error:
-                run.check_cancel()
+                channel.check_cancel()
                 raise ContextCompactionError(f"the summary is unusable: {error.message}") from error
             except Exception as error:
-                run.check_cancel()  # an adapter raising its aborted signal's reason
+                channel.check_cancel()  # an adapter raising its aborted signal's reason
                 code = error_code(error)
                 reason = "the summary request failed" + ("" if code is None else f": {code}")
                 raise ContextCompactionError(reason) from error
-        if scope.cancelled_caught or run.cancel_requested:
-            run.check_cancel()
+        if scope.cancelled_caught or channel.cancel_requested:
+            channel.check_cancel()
             assert timeout_ms is not None
             raise ModelTimeoutError(timeout_ms)
     finally:

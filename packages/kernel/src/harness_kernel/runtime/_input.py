@@ -17,6 +17,7 @@ from harness_kernel.models._types import ChatMessage, ModelAdapter, ToolDefiniti
 from harness_kernel.policy._permission import PermissionController
 from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import InvalidRunInputError
+from harness_kernel.runtime._shared import RunIds
 from harness_kernel.store._ports import EventStore
 from harness_tools import Tool, ToolRegistry, is_advertised
 from harness_workspace import AbortSignal, Workspace, bind_workspace, isolation_of
@@ -151,6 +152,10 @@ class Admitted:
     """The session's usage before this turn (a follow-up inherits it); ``None`` for none."""
     revision: int | None = None
     """The message revision this turn starts from; ``None`` means ``len(context)``."""
+
+    def ids(self) -> RunIds:
+        """The run, session and turn ids every event of the run carries."""
+        return RunIds(run_id=self.run_id, session_id=self.session_id, turn_id=self.turn_id)
 
 
 def _captured(

@@ -8,30 +8,39 @@ when that fails too, or an append fails, nothing more is written and the run end
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from harness_kernel._gate import cut_reason as cut
 from harness_kernel.events._model import AgentStatus, AgentStoppedData, Event, EventUsage, TurnCompletedData
 from harness_kernel.models._types import Usage
+from harness_kernel.runtime._channel import RunChannel
 from harness_kernel.runtime._errors import AgentRuntimeError, EventAppendError, ModelStreamError
 from harness_kernel.runtime._shared import or_unset
+from harness_kernel.runtime._state import RunView
 
-if TYPE_CHECKING:
-    from harness_kernel.runtime._run import Run
+__all__ = ["Stopped", "event_usage", "record_terminal"]
 
-__all__ = ["event_usage", "record_terminal"]
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """How the run ended: its status, and the error its consumer (or a waiting control) gets.
+
+    ``pairless``: not even the ``failed`` pair could be built, so nothing was stored.
+    """
+
+    status: str
+    error: BaseException | None
+    pairless: bool = False
 
 
 async def record_terminal(
-    run: Run, status: AgentStatus, note: str | None, error: BaseException | None
-) -> None:
-    """Append the terminal pair for ``status`` (or the ``failed`` pair) and end the run."""
-    if run.poison is not None:
-        run.error = run.poison
-        run.end("failed")
-        return
+    view: RunView, channel: RunChannel, status: AgentStatus, note: str | None, error: BaseException | None
+) -> Stopped:
+    """Append the terminal pair for ``status`` (or the ``failed`` pair); how the run ended."""
+    if channel.poison is not None:
+        return Stopped("failed", channel.poison)
     try:
-        pair = _terminal_pair(run, status, note)
+        pair = _terminal_pair(view, channel, status, note)
     except Exception as fault:
         if isinstance(fault, AgentRuntimeError):
             error = fault
@@ -40,52 +49,45 @@ async def record_terminal(
             error.__cause__ = fault
         status, note = "failed", cut(error.message)
         try:
-            pair = _terminal_pair(run, status, note)
+            pair = _terminal_pair(view, channel, status, note)
         except Exception:
             # No pair at all: the consumer gets the error, and so does a control driving
             # the end.
-            run.error = run.pairless = error
-            run.end("failed")
-            return
-    run.finishing_as = status
-    run.status = "completing"
+            return Stopped("failed", error, pairless=True)
+    channel.completing_as(status)
     try:
         # No acknowledgement wait between the two (spec §8.4): one batch, one commit.
-        await run.append_batch(pair)
+        await channel.append_batch(pair)
     except EventAppendError as poison:
-        run.error = poison
-        run.end("failed")
-        return
-    run.error = error
-    run.end(status)
+        return Stopped("failed", poison)
+    return Stopped(status, error)
 
 
-def _terminal_pair(run: Run, status: AgentStatus, note: str | None) -> tuple[Event, Event]:
-    a = run.a
-    output_message_id = run.output_message_id if status == "completed" else None
+def _terminal_pair(
+    view: RunView, channel: RunChannel, status: AgentStatus, note: str | None
+) -> tuple[Event, Event]:
+    output_message_id = view.output_message_id if status == "completed" else None
     cut_note = None if note is None else cut(note)
     completed = TurnCompletedData(
-        **run.ids(),
+        **channel.ids,
         status=status,
         output_message_id=or_unset(output_message_id),
-        model_requests=run.model_requests,
-        tool_calls=run.tool_calls,
-        usage=event_usage(run.usage),
+        model_requests=view.model_requests,
+        tool_calls=view.tool_calls,
+        usage=event_usage(view.usage),
         state_version=1,
-        message_revision=run.revision,
+        message_revision=view.revision,
         note=or_unset(cut_note),
     )
     stopped = AgentStoppedData(
-        agent_id=run.agent_id,
+        **channel.ids,
+        agent_id=view.agent_id,
         status=status,
-        steps=run.model_requests,
-        tool_calls=run.tool_calls,
+        steps=view.model_requests,
+        tool_calls=view.tool_calls,
         note=or_unset(cut_note),
-        run_id=a.run_id,
-        session_id=a.session_id,
-        turn_id=a.turn_id,
     )
-    return run.event("turn.completed", completed), run.event("agent.stopped", stopped)
+    return channel.event("turn.completed", completed), channel.event("agent.stopped", stopped)
 
 
 def event_usage(usage: Usage) -> EventUsage:
