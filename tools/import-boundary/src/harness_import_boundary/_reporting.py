@@ -19,8 +19,8 @@ class Reporter:
         self.pending = collector.pending
         self.forbidden = collector.forbidden
         self.allow = collector.allow
-        self.module_paths = frozenset(collector.module_paths)
-        self.refused = collector.refused_bindings
+        self.module_paths = frozenset(collector.imports.module_paths)
+        self.refused = collector.imports.refused_bindings
         """Qualified names whose import was reported: their uses get the deny rules only."""
         self.statement = 0
         """The top-level statement of the record being resolved (findings carry it)."""

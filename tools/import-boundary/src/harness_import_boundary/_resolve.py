@@ -13,7 +13,8 @@ from __future__ import annotations
 import libcst as cst
 
 from harness_import_boundary._allow import Verdict
-from harness_import_boundary._collect import Collector, ImportCheck
+from harness_import_boundary._collect import Collector
+from harness_import_boundary._import_statements import ImportCheck
 from harness_import_boundary._named_access import NamedAccessRules
 from harness_import_boundary._path_writes import PathWrites
 from harness_import_boundary._receivers import is_builtins_module
@@ -54,7 +55,7 @@ class Resolver:
     def run(self) -> None:
         """Resolve every record the walk collected, in the order the rules depend on."""
         reporter, named = self.reporter, self.named
-        for check in self.collector.import_checks:
+        for check in self.collector.imports.import_checks:
             reporter.statement = check.statement
             self._import_check(check)
         for reference in self.collector.references:
@@ -71,7 +72,7 @@ class Resolver:
                 reporter.statement = statement
                 self._mutation(scope, target)
         if self.forbidden.pathlib_write:
-            writes = PathWrites(reporter, imports_pathlib=self.collector.imports_pathlib)
+            writes = PathWrites(reporter, imports_pathlib=self.collector.imports.imports_pathlib)
             writes.check(self.collector.write_accesses)
 
     # -- the allow-list
@@ -103,7 +104,7 @@ class Resolver:
 
     def _is_module_value(self, qualified: str) -> bool:
         return (
-            qualified in self.collector.module_targets
+            qualified in self.collector.imports.module_targets
             or self.reporter.verdict(qualified) is Verdict.NAMESPACE
         )
 
