@@ -224,11 +224,11 @@ class Collector:
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        self.imports.import_from(node.relative, node.module, node.names, self._site())
+        self.imports.import_from(node, self._site())
         return False
 
     def visit_LazyImportFrom(self, node: cst.LazyImportFrom) -> bool:
-        self.imports.import_from(node.relative, node.module, node.names, self._site())
+        self.imports.import_from(node, self._site())
         return False
 
     def _introspection(self, node: cst.CSTNode, name: str) -> None:

@@ -94,19 +94,14 @@ class ImportStatements:
             self.module_targets.add(bound)
             self._bind(site, name, bound)
 
-    def import_from(
-        self,
-        relative: Sequence[cst.Dot],
-        module_node: cst.Attribute | cst.Name | None,
-        names: Sequence[cst.ImportAlias] | cst.ImportStar,
-        site: ImportSite,
-    ) -> None:
+    def import_from(self, node: cst.ImportFrom | cst.LazyImportFrom, site: ImportSite) -> None:
         """``from a import b``, relative or not, and ``from a import *``."""
+        relative, module_node, names = node.relative, node.module, node.names
         written = None if module_node is None else dotted_name(module_node)
         if relative:
             module = None if self.allow is None else _absolute_module(self.package, len(relative), written)
             if module is None:
-                self._unresolved_relative(relative, module_node, names, site)
+                self._unresolved_relative(node, site)
                 return
         else:
             assert written is not None, "an absolute from-import names its module"
@@ -130,14 +125,9 @@ class ImportStatements:
                 self._report(alias.name, "IB002", "", "introspection", message, site=site)
             self._bind(site, alias.evaluated_alias or name, target)
 
-    def _unresolved_relative(
-        self,
-        relative: Sequence[cst.Dot],
-        module_node: cst.Attribute | cst.Name | None,
-        names: Sequence[cst.ImportAlias] | cst.ImportStar,
-        site: ImportSite,
-    ) -> None:
+    def _unresolved_relative(self, node: cst.ImportFrom | cst.LazyImportFrom, site: ImportSite) -> None:
         """A relative import without a known package: never counted without an allow-list."""
+        relative, module_node, names = node.relative, node.module, node.names
         if self.allow is not None:
             self._report(
                 module_node if module_node is not None else relative[-1],
