@@ -338,7 +338,7 @@ def test_a_manifest_changed_during_preflight_is_refused(
         mutate(repo)
         return fingerprint_runs(root)
 
-    monkeypatch.setattr("harness_exit_gate._run.fingerprint_runs", mutate_then_fingerprint)
+    monkeypatch.setattr("harness_exit_gate._preflight.fingerprint_runs", mutate_then_fingerprint)
     status, report, output = repo.gate("--test-cmd", _PASSING, capsys=capsys, monkeypatch=monkeypatch)
     assert status == 1, output
     assert len(calls) == 1
@@ -464,7 +464,7 @@ def _plant_in_run_directory(
         planted.append(link)
         return directory
 
-    monkeypatch.setattr("harness_exit_gate._run.prepare_run_directory", prepare_then_plant)
+    monkeypatch.setattr("harness_exit_gate._finish.prepare_run_directory", prepare_then_plant)
     return planted
 
 

@@ -390,7 +390,7 @@ def test_a_report_that_fails_validation_is_rebuilt_without_its_evidence_blocks(
             raise RunReportError("invalid run report: refused for the test")
         return validate_run_report(report)
 
-    monkeypatch.setattr("harness_exit_gate._run.validate_run_report", reject_first)
+    monkeypatch.setattr("harness_exit_gate._finish.validate_run_report", reject_first)
     status, report, _ = repo.gate("--test-cmd", repos.passing, capsys=capsys, monkeypatch=monkeypatch)
     assert status == 1
     assert report["status"] == "failed"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard
+from typing import Any, TypeGuard
 
 import libcst as cst
 
@@ -22,6 +22,7 @@ from harness_import_boundary._annotations import (
     is_type_display,
     strings_as_code,
 )
+from harness_import_boundary._import_statements import ImportSite, ImportStatements
 from harness_import_boundary._model import FilePolicy
 from harness_import_boundary._syntax import (
     DICT_LOOKUPS,
@@ -34,12 +35,11 @@ from harness_import_boundary._syntax import (
     Reference,
     Scope,
     WriteAccess,
+    bind_name,
     chain_parts,
-    dotted_name,
     flatten_chain,
     identifier,
     introspection_message,
-    is_dynamic_loader,
     is_private_name,
     positional_arguments,
     qualified_names,
@@ -47,25 +47,7 @@ from harness_import_boundary._syntax import (
 )
 from harness_import_boundary._tree import walked_children
 
-__all__ = ["Collector", "ImportCheck", "NamedAccess"]
-
-
-@dataclass(eq=False)
-class ImportCheck:
-    """An import the allow-list decides once the walk is over.
-
-    ``kind`` is ``module`` for the target of ``import a.b``, ``name`` for ``from a import b``
-    and ``star`` for ``from a import *``; ``bound`` is the qualified name the statement binds.
-    """
-
-    node: cst.CSTNode
-    statement: int
-    target: str
-    form: str
-    kind: Literal["module", "name", "star"]
-    bound: str | None
-    renamed: bool = False
-    """The statement binds the module under a name of its own choosing (``import a as b``)."""
+__all__ = ["Collector", "NamedAccess"]
 
 
 @dataclass(eq=False)
@@ -98,14 +80,13 @@ class Collector:
     def __init__(self, policy: FilePolicy) -> None:
         self.forbidden = policy.forbidden
         self.allow = policy.allow
-        self.package = policy.package
         self.module_scope = Scope("module", None)
         self.scope = self.module_scope
-        self.imports_pathlib = False
         self.pending: list[PendingFinding] = []
+        self.imports = ImportStatements(policy, self.pending)
+        """What the import statements bind and load."""
         self.references: list[Reference] = []
         self.write_accesses: list[WriteAccess] = []
-        self.import_checks: list[ImportCheck] = []
         self.named_accesses: list[NamedAccess] = []
         self.private_accesses: list[NamedAccess] = []
         """Private and dunder attributes read on a receiver the resolver must place."""
@@ -114,12 +95,6 @@ class Collector:
         self.mutations: list[tuple[Scope, int, cst.Attribute]] = []
         self.statement = 0
         """The index of the top-level statement being walked (findings are positioned by it)."""
-        self.module_paths: set[str] = set()
-        """Dotted names the file's import statements load as modules."""
-        self.module_targets: set[str] = set()
-        """Qualified names bound by ``import`` statements: modules for certain."""
-        self.refused_bindings: set[str] = set()
-        """Qualified names whose import was reported: their uses are not reported again."""
         self.position_alias: dict[int, cst.CSTNode] = {}
         """Nodes parsed from strings (not in the module): where their findings are placed."""
         self._analysed_strings: set[int] = set()
@@ -200,17 +175,8 @@ class Collector:
 
     # -- bindings
 
-    def _bind(self, name: str, scope: Scope | None = None) -> None:
-        name = identifier(name)
-        target = scope or self.scope
-        if name in target.global_names:
-            target = self.module_scope
-        target.bindings.add(name)
-
-    def _bind_import(self, name: str, qualified: str) -> None:
-        name = identifier(name)
-        target = self.module_scope if name in self.scope.global_names else self.scope
-        target.imports.setdefault(name, []).append(qualified)
+    def _bind(self, name: str) -> None:
+        bind_name(self.scope, self.module_scope, name)
 
     def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None = None) -> None:
         if isinstance(target, cst.Name):
@@ -244,146 +210,26 @@ class Collector:
     def _report(self, node: cst.CSTNode, rule: str, module: str, form: str, message: str) -> None:
         self.pending.append(PendingFinding(node, self.statement, rule, module, form, message))
 
-    def _import_form(self, form: str) -> str:
-        return f"{form}:type-checking" if self._type_checking_depth else form
+    # -- imports (see _import_statements)
 
-    def _report_import_target(self, node: cst.CSTNode, target: str, form: str) -> bool:
-        """Report ``target`` if forbidden or a dynamic loader; return whether it was."""
-        if self.forbidden.match(target) is not None:
-            self._report(
-                node,
-                "IB001",
-                target,
-                self._import_form(form),
-                f'host module "{target}" is outside the Workspace boundary',
-            )
-            return True
-        if is_dynamic_loader(target):
-            self._report(
-                node,
-                "IB002",
-                target,
-                self._import_form("dynamic-loader"),
-                f'"{target}" loads code dynamically and cannot be verified',
-            )
-            return True
-        return False
-
-    def _check_import(
-        self,
-        node: cst.CSTNode,
-        target: str,
-        form: str,
-        kind: Literal["module", "name", "star"],
-        bound: str | None,
-        *,
-        renamed: bool = False,
-    ) -> None:
-        """Report a forbidden import now; leave the allow-list's verdict to the resolver."""
-        if self._report_import_target(node, target, form):
-            if bound is not None:
-                self.refused_bindings.add(bound)
-        elif self.allow is not None:
-            check = ImportCheck(node, self.statement, target, self._import_form(form), kind, bound, renamed)
-            self.import_checks.append(check)
-
-    def _add_module_path(self, module: str) -> None:
-        parts = module.split(".")
-        self.module_paths.update(".".join(parts[:index]) for index in range(1, len(parts) + 1))
-
-    # -- imports
+    def _site(self) -> ImportSite:
+        return ImportSite(self.scope, self.module_scope, self.statement, self._type_checking_depth > 0)
 
     def visit_Import(self, node: cst.Import) -> bool:
-        return self._import(node.names)
+        self.imports.import_modules(node.names, self._site())
+        return False
 
     def visit_LazyImport(self, node: cst.LazyImport) -> bool:
-        return self._import(node.names)
+        self.imports.import_modules(node.names, self._site())
+        return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return self._import_from(node.relative, node.module, node.names)
+        self.imports.import_from(node, self._site())
+        return False
 
     def visit_LazyImportFrom(self, node: cst.LazyImportFrom) -> bool:
-        return self._import_from(node.relative, node.module, node.names)
-
-    def _import(self, aliases: Sequence[cst.ImportAlias]) -> bool:
-        for alias in aliases:
-            target = dotted_name(alias.name)
-            if target == "pathlib" or target.startswith("pathlib."):
-                self.imports_pathlib = True
-            self._add_module_path(target)
-            renamed = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                name, bound = alias.asname.name.value, target
-            else:
-                name = bound = target.split(".", 1)[0]
-            self._check_import(alias.name, target, "import", "module", bound, renamed=renamed)
-            self.module_targets.add(bound)
-            self._bind_import(name, bound)
+        self.imports.import_from(node, self._site())
         return False
-
-    def _absolute_module(self, level: int, module: str | None) -> str | None:
-        """The module a relative import names, or ``None`` when it climbs out of the root."""
-        if not self.package:
-            return None
-        parts = self.package.split(".")
-        if level - 1 >= len(parts):
-            return None
-        base = ".".join(parts[: len(parts) - (level - 1)])
-        return base if module is None else f"{base}.{module}"
-
-    def _import_from(
-        self,
-        relative: Sequence[cst.Dot],
-        module_node: cst.Attribute | cst.Name | None,
-        names: Sequence[cst.ImportAlias] | cst.ImportStar,
-    ) -> bool:
-        written = None if module_node is None else dotted_name(module_node)
-        if relative:
-            module = None if self.allow is None else self._absolute_module(len(relative), written)
-            if module is None:
-                self._unresolved_relative(relative, module_node, names)
-                return False
-        else:
-            assert written is not None, "an absolute from-import names its module"
-            module = written
-        report_node: cst.CSTNode = module_node if module_node is not None else relative[-1]
-        if module == "pathlib" or module.startswith("pathlib."):
-            self.imports_pathlib = True
-        self._add_module_path(module)
-        if isinstance(names, cst.ImportStar):
-            self._check_import(report_node, module, "from-import", "star", None)
-            return False
-        for alias in names:
-            name = identifier(alias.evaluated_name)
-            target = f"{module}.{name}"
-            self.module_paths.add(target)  # perhaps a submodule: loaded by the statement if so
-            local = alias.evaluated_alias
-            renamed = local is not None and identifier(local) != name
-            self._check_import(alias.name, target, "from-import", "name", target, renamed=renamed)
-            if name in INTROSPECTION_ATTRIBUTES:
-                self._introspection(alias.name, name)
-            self._bind_import(alias.evaluated_alias or name, target)
-        return False
-
-    def _unresolved_relative(
-        self,
-        relative: Sequence[cst.Dot],
-        module_node: cst.Attribute | cst.Name | None,
-        names: Sequence[cst.ImportAlias] | cst.ImportStar,
-    ) -> None:
-        """A relative import without a known package: never counted without an allow-list."""
-        if self.allow is not None:
-            self._report(
-                module_node if module_node is not None else relative[-1],
-                "IB002",
-                "",
-                self._import_form("relative-import"),
-                "a relative import that leaves the scanned root cannot be resolved",
-            )
-        if not isinstance(names, cst.ImportStar):
-            for alias in names:
-                bound = alias.evaluated_alias or alias.evaluated_name
-                self._bind(bound.split(".", 1)[0])
 
     def _introspection(self, node: cst.CSTNode, name: str) -> None:
         self._report(node, "IB002", "", "introspection", introspection_message(name))
@@ -397,14 +243,9 @@ class Collector:
         scope = Scope("function", self.scope)
         self._bind_parameters(node.params, scope)
         self._scope_entries[id(node.body)] = scope
-        if self.scope.kind == "class" and not self._is_static(node):
+        if self.scope.kind == "class" and not _is_static(node, self.scope):
             first = [*node.params.posonly_params, *node.params.params][:1]
             scope.receivers.update(identifier(parameter.name.value) for parameter in first)
-
-    def _is_static(self, node: cst.FunctionDef) -> bool:
-        """A ``staticmethod``'s first parameter is an argument like any other, not the instance."""
-        decorators = (self._qualified_now(decorator.decorator) for decorator in node.decorators)
-        return any("builtins.staticmethod" in qualified for qualified in decorators)
 
     def visit_Lambda(self, node: cst.Lambda) -> None:
         scope = Scope("function", self.scope)
@@ -423,7 +264,7 @@ class Collector:
             scope.bindings.add(name)
             if parameter.annotation is not None:
                 scope.narrowed.setdefault(name, []).append(parameter.annotation.annotation)
-                if self._annotates_path(parameter.annotation.annotation):
+                if _annotates_path(parameter.annotation.annotation, self.scope):
                     scope.path_annotated.add(name)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -496,10 +337,10 @@ class Collector:
             if self.scope.kind == "class":
                 self._declare(name, node.value)
             if node.value is not None and any(
-                alias in TYPE_ALIAS_NAMES for alias in self._qualified_now(node.annotation.annotation)
+                alias in TYPE_ALIAS_NAMES for alias in qualified_names(self.scope, node.annotation.annotation)
             ):
                 self._type_expression(node.value)
-            if self._annotates_path(node.annotation.annotation):
+            if _annotates_path(node.annotation.annotation, self.scope):
                 self.scope.path_annotated.add(name)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -539,7 +380,7 @@ class Collector:
             self._bind_target(node.name)
 
     def visit_If(self, node: cst.If) -> None:
-        if self._is_type_checking(node.test):
+        if _is_type_checking(node.test, self.scope):
             self._type_checking_blocks.add(id(node.body))
 
     # -- references
@@ -562,15 +403,8 @@ class Collector:
                 self._walk_from(code)
             finally:
                 self._annotation_depth -= 1
-            self._place_at(code, at)
+            _place_at(code, at, self.position_alias)
             self._annotation_code(code, depth + 1, at)
-
-    def _place_at(self, parsed: cst.CSTNode, at: cst.CSTNode) -> None:
-        stack: list[cst.CSTNode] = [parsed]
-        while stack:
-            node = stack.pop()
-            self.position_alias[id(node)] = at
-            stack.extend(node.children)
 
     def _type_builder(self, call: cst.Call) -> None:
         """Field types given to a type built at run time are evaluated like annotations."""
@@ -588,7 +422,7 @@ class Collector:
 
     def visit_Call(self, node: cst.Call) -> None:
         self._call_of_func[id(node.func)] = node
-        qualified = self._qualified_now(node.func)
+        qualified = qualified_names(self.scope, node.func)
         if any(name in TYPE_BUILDERS for name in qualified) and (
             "builtins.type" not in qualified
             or len(node.args) > 1
@@ -658,7 +492,7 @@ class Collector:
         for target in node.comparisons:
             if isinstance(target.operator, cst.In | cst.NotIn) and _is_dict_attribute(target.comparator):
                 self._dict_lookups.add(id(target.comparator))
-        subject = self._type_of_name(node.left) if self.allow is not None else None
+        subject = _type_of_name(node.left, self.scope) if self.allow is not None else None
         if subject is not None:
             # type(x) is C, type(x) is not C, type(x) == C: x is tested against C
             for target in node.comparisons:
@@ -734,38 +568,54 @@ class Collector:
         names, nodes = chain
         self.references.append(Reference(self.scope, self.statement, names, nodes, call, subscript))
 
-    # -- helpers that read the scopes built so far (imports precede their use)
-
-    def _qualified_now(self, expression: cst.BaseExpression) -> tuple[str, ...]:
-        return qualified_names(self.scope, expression)
-
-    def _type_of_name(self, expression: cst.BaseExpression) -> str | None:
-        """``x`` for a call of the builtin ``type(x)``."""
-        if (
-            isinstance(expression, cst.Call)
-            and len(expression.args) == 1
-            and isinstance(expression.args[0].value, cst.Name)
-            and "builtins.type" in self._qualified_now(expression.func)
-        ):
-            return identifier(expression.args[0].value.value)
-        return None
-
-    def _is_type_checking(self, test: cst.BaseExpression) -> bool:
-        return any(name in TYPE_CHECKING_NAMES for name in self._qualified_now(test))
-
-    def _annotates_path(self, annotation: cst.BaseExpression) -> bool:
-        if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
-            return self._annotates_path(annotation.left) or self._annotates_path(annotation.right)
-        if isinstance(annotation, cst.Subscript):
-            wrapper = self._qualified_now(annotation.value)
-            if any(name in ("typing.Optional", "typing.Union") for name in wrapper):
-                return any(
-                    isinstance(element.slice, cst.Index) and self._annotates_path(element.slice.value)
-                    for element in annotation.slice
-                )
-            return False
-        return any(name in PATH_CLASSES for name in self._qualified_now(annotation))
-
 
 def _is_dict_attribute(expression: cst.BaseExpression) -> TypeGuard[cst.Attribute]:
     return isinstance(expression, cst.Attribute) and identifier(expression.attr.value) == "__dict__"
+
+
+# -- questions about the scopes built so far (imports precede their use)
+
+
+def _is_static(node: cst.FunctionDef, scope: Scope) -> bool:
+    """A ``staticmethod``'s first parameter is an argument like any other, not the instance."""
+    decorators = (qualified_names(scope, decorator.decorator) for decorator in node.decorators)
+    return any("builtins.staticmethod" in qualified for qualified in decorators)
+
+
+def _type_of_name(expression: cst.BaseExpression, scope: Scope) -> str | None:
+    """``x`` for a call of the builtin ``type(x)``."""
+    if (
+        isinstance(expression, cst.Call)
+        and len(expression.args) == 1
+        and isinstance(expression.args[0].value, cst.Name)
+        and "builtins.type" in qualified_names(scope, expression.func)
+    ):
+        return identifier(expression.args[0].value.value)
+    return None
+
+
+def _is_type_checking(test: cst.BaseExpression, scope: Scope) -> bool:
+    return any(name in TYPE_CHECKING_NAMES for name in qualified_names(scope, test))
+
+
+def _annotates_path(annotation: cst.BaseExpression, scope: Scope) -> bool:
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _annotates_path(annotation.left, scope) or _annotates_path(annotation.right, scope)
+    if isinstance(annotation, cst.Subscript):
+        wrapper = qualified_names(scope, annotation.value)
+        if any(name in ("typing.Optional", "typing.Union") for name in wrapper):
+            return any(
+                isinstance(element.slice, cst.Index) and _annotates_path(element.slice.value, scope)
+                for element in annotation.slice
+            )
+        return False
+    return any(name in PATH_CLASSES for name in qualified_names(scope, annotation))
+
+
+def _place_at(parsed: cst.CSTNode, at: cst.CSTNode, alias: dict[int, cst.CSTNode]) -> None:
+    """Findings in a node parsed from a string are placed at the string (``alias`` records it)."""
+    stack: list[cst.CSTNode] = [parsed]
+    while stack:
+        node = stack.pop()
+        alias[id(node)] = at
+        stack.extend(node.children)

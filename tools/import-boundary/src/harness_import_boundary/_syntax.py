@@ -263,6 +263,14 @@ def binding_scope(scope: Scope, name: str) -> Scope | None:
     return None
 
 
+def bind_name(scope: Scope, module_scope: Scope, name: str) -> None:
+    """Bind ``name`` in ``scope``, or in ``module_scope`` when ``scope`` declares it ``global``."""
+    name = identifier(name)
+    if name in scope.global_names:
+        scope = module_scope
+    scope.bindings.add(name)
+
+
 @dataclass(frozen=True)
 class Resolution:
     """What a name refers to: import targets, a builtin, or a local (unknown) value."""
