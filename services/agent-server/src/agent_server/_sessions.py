@@ -56,6 +56,7 @@ from agent_server._quotas import PrincipalQuotas
 from agent_server._restore import claim_interrupted, claim_session
 from agent_server._state import ServerState
 from agent_server._turns import RunEvents, RunOutcome, consume
+from harness_exit_gate.manifest import manifest_permissions
 from harness_kernel.events import (
     ErrorData,
     Event,
@@ -65,7 +66,6 @@ from harness_kernel.events import (
     redact_event,
     serialize_event,
 )
-from harness_kernel.manifest import manifest_permissions
 from harness_kernel.models import adapt_model
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_kernel.runtime import (

@@ -65,6 +65,12 @@ from harness_exit_gate._trust import (
     is_protected,
     link_escape,
 )
+from harness_exit_gate.manifest import (
+    ManifestParseError,
+    TaskManifest,
+    load_task_manifest,
+    manifest_permissions,
+)
 from harness_kernel.events import (
     ErrorData,
     Event,
@@ -78,7 +84,6 @@ from harness_kernel.events import (
     random_id,
     serialize_event,
 )
-from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest, manifest_permissions
 from harness_kernel.policy import decide, path_allowed
 
 __all__ = ["DEFAULT_TEST_COMMAND", "DEFAULT_TIMEOUT_MS", "RunOptions", "RunOutcome", "run_gate"]

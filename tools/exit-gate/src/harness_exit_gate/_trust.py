@@ -15,7 +15,7 @@ from typing import Final
 import harness_kernel
 from harness_exit_gate._errors import ExitGateError
 from harness_exit_gate._git import Git, Link
-from harness_kernel.manifest import MAX_MANIFEST_BYTES
+from harness_exit_gate.manifest import MAX_MANIFEST_BYTES
 from harness_kernel.policy import path_allowed
 
 __all__ = [

@@ -28,7 +28,7 @@ from harness_kernel.runtime._checkpoint import (
     next_request,
     rebuild_context,
 )
-from harness_kernel.runtime._context import ContextPolicy
+from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     ContextCompactionError,
@@ -87,6 +87,7 @@ __all__ = [
     "RuntimeConsumerError",
     "SteeringClosedError",
     "TurnActiveError",
+    "check_context_policy",
     "decode_checkpoint",
     "next_request",
     "plan_continuation",
