@@ -285,6 +285,15 @@ EXPECTED: dict[str, set[str]] = {
         "SqliteSessionStore",
         "StatusTransitionResult",
     },
+    "harness_kernel.store.backend": {
+        "COLUMNS",
+        "ConnectionThread",
+        "EventColumns",
+        "Job",
+        "Row",
+        "Tables",
+        "ThreadedStore",
+    },
     "harness_kernel.store.conformance": {
         "CHECKS",
         "START",
