@@ -6,7 +6,7 @@ re-exports the public names of ``runtime``, ``legacy`` and ``state``, and the wo
 contract types, the very objects of ``harness_workspace``.
 """
 
-from harness_kernel._errors import HarnessError, is_harness_error
+from harness_kernel._errors import HarnessError
 from harness_kernel.legacy import (
     Budget,
     BudgetExceededError,
@@ -82,7 +82,6 @@ __all__ = [
     "append_message",
     "build_model_context",
     "create_message_state",
-    "is_harness_error",
     "normalize_tool_json",
     "run_agent",
 ]

@@ -23,10 +23,6 @@ from harness_kernel.policy._permission import PermissionController
 from harness_kernel.runtime._checkpoint import (
     CheckpointError,
     CheckpointVersionError,
-    RuntimeCheckpoint,
-    decode_checkpoint,
-    next_request,
-    rebuild_context,
 )
 from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import (
@@ -69,7 +65,6 @@ __all__ = [
     "ContextPolicy",
     "ContinuationError",
     "ContinueInput",
-    "ConversationPlan",
     "EventAppendError",
     "FollowUpError",
     "InvalidRunInputError",
@@ -83,16 +78,10 @@ __all__ = [
     "RunTerminalError",
     "RuntimeBudget",
     "RuntimeBudgetExceededError",
-    "RuntimeCheckpoint",
     "RuntimeConsumerError",
     "SteeringClosedError",
     "TurnActiveError",
     "check_context_policy",
-    "decode_checkpoint",
-    "next_request",
-    "plan_continuation",
-    "plan_conversation",
-    "rebuild_context",
 ]
 
 

@@ -34,12 +34,4 @@ from harness_kernel.store._tables import COLUMNS, EventColumns, Row, Tables
 from harness_kernel.store._threaded import ThreadedStore
 from harness_kernel.store._worker import ConnectionThread, Job
 
-__all__ = [
-    "COLUMNS",
-    "ConnectionThread",
-    "EventColumns",
-    "Job",
-    "Row",
-    "Tables",
-    "ThreadedStore",
-]
+__all__ = ["COLUMNS", "ConnectionThread", "EventColumns", "Job", "Row", "Tables", "ThreadedStore"]
