@@ -216,11 +216,9 @@ EXPECTED: dict[str, set[str]] = {
         "create_message_state",
     },
     "harness_kernel.store": {
-        "APPEND_MANY_MAX",
         "AuditEventPage",
         "BatchEventStore",
         "EventStore",
-        "LEASE_MAX_MS",
         "MemoryEventStore",
         "MemorySessionStore",
         "RecoverInterruptedResult",

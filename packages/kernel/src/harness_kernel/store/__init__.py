@@ -27,8 +27,6 @@ from harness_kernel.store._ports import (
     SessionStore,
 )
 from harness_kernel.store._records import (
-    APPEND_MANY_MAX,
-    LEASE_MAX_MS,
     SESS_CLOSED,
     SESS_INVALID_CURSOR,
     SESS_INVALID_RECORD,
@@ -55,8 +53,6 @@ SqliteEventStore = SessionEventLog
 """The former name of :class:`SessionEventLog` (when it worked over SQLite only)."""
 
 __all__ = [
-    "APPEND_MANY_MAX",
-    "LEASE_MAX_MS",
     "SCHEMA_VERSION",
     "SESS_CLOSED",
     "SESS_INVALID_CURSOR",
