@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
+from harness_exit_gate.manifest._model import _ACTION, _ID  # pyright: ignore[reportPrivateUsage]
 from harness_kernel.events._model import TIMESTAMP_PATTERN
 from harness_kernel.events._redaction import redact_string
-from harness_kernel.manifest._model import _ACTION, _ID  # pyright: ignore[reportPrivateUsage]
 from harness_kernel.policy._glob import compile_glob, translate
 from harness_tools._arguments import _ERROR_PATH  # pyright: ignore[reportPrivateUsage]
 

@@ -36,6 +36,7 @@ _LAYOUT: Final = (
         "services/agent-server",
         (
             "agent-server",
+            "harness-exit-gate",
             "harness-kernel",
             "harness-models",
             "harness-sandbox",

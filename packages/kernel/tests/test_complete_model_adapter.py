@@ -8,7 +8,6 @@ import pytest
 import trio
 
 from harness_kernel.models import (
-    CompleteModelAdapter,
     CompletionRequest,
     CompletionResponse,
     FakeModel,
@@ -22,6 +21,7 @@ from harness_kernel.models import (
     UserMessage,
     adapt_model,
 )
+from harness_kernel.models._adapters import CompleteModelAdapter
 from harness_workspace import AbortController, AbortSignal
 
 RESPONSE = CompletionResponse(

@@ -14,8 +14,6 @@ import msgspec
 import pytest
 
 from harness_kernel.events import (
-    EVENT_PAYLOADS,
-    EVENT_TYPES,
     AssistantMessageCompletedData,
     BarePolicyDecisionData,
     Event,
@@ -34,6 +32,7 @@ from harness_kernel.events import (
     is_event_type,
     serialize_event,
 )
+from harness_kernel.events._model import EVENT_PAYLOADS, EVENT_TYPES
 
 MIB: Final = 1_048_576
 DROP: Final = object()

@@ -8,14 +8,10 @@ from typing import Any, cast
 import kernel_event_examples as examples
 import pytest
 
-from harness_kernel import HarnessError, is_harness_error
+from harness_kernel import HarnessError
+from harness_kernel._errors import is_harness_error
+from harness_kernel.events import Event as EventClass
 from harness_kernel.events import (
-    CURRENT_EVENT_VERSION,
-    EVT_BAD_JSON,
-    EVT_BAD_PAYLOAD,
-    EVT_UNKNOWN_TYPE,
-    EVT_UNSUPPORTED_VERSION,
-    SUPPORTED_EVENT_VERSIONS,
     EventParseError,
     EventSchemaError,
     EventVersionError,
@@ -23,7 +19,13 @@ from harness_kernel.events import (
     create_event,
     deserialize_event,
 )
-from harness_kernel.events import Event as EventClass
+from harness_kernel.events._errors import (
+    EVT_BAD_JSON,
+    EVT_BAD_PAYLOAD,
+    EVT_UNKNOWN_TYPE,
+    EVT_UNSUPPORTED_VERSION,
+)
+from harness_kernel.events._model import CURRENT_EVENT_VERSION, SUPPORTED_EVENT_VERSIONS
 
 
 def loose(value: object) -> Any:

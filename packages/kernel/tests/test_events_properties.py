@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness_kernel.events import (
-    EVENT_TYPES,
     Event,
     EventParseError,
     EventSchemaError,
@@ -22,6 +21,7 @@ from harness_kernel.events import (
     deserialize_event,
     serialize_event,
 )
+from harness_kernel.events._model import EVENT_TYPES
 
 MAX_SAFE: Final = 2**53 - 1
 TYPED_ERRORS: Final = (EventParseError, EventVersionError, UnknownEventTypeError, EventSchemaError)

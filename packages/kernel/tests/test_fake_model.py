@@ -9,7 +9,6 @@ import pytest
 import trio
 
 from harness_kernel.models import (
-    MAX_MODEL_TEXT_DELTA_CHARS,
     CompletionRequest,
     CompletionResponse,
     FakeModel,
@@ -26,6 +25,7 @@ from harness_kernel.models import (
     Usage,
     UserMessage,
 )
+from harness_kernel.models._types import MAX_MODEL_TEXT_DELTA_CHARS
 from harness_workspace import AbortController, AbortSignal
 
 

@@ -6,7 +6,6 @@ import msgspec
 import pytest
 
 from harness_kernel.models import (
-    MAX_MODEL_TEXT_DELTA_CHARS,
     AssistantMessage,
     ChatMessage,
     CompletionRequest,
@@ -22,11 +21,9 @@ from harness_kernel.models import (
     ToolMessage,
     Usage,
     UserMessage,
-    add_usage,
-    empty_usage,
-    estimate_tokens,
     normalize_model_text_deltas,
 )
+from harness_kernel.models._types import MAX_MODEL_TEXT_DELTA_CHARS, add_usage, empty_usage, estimate_tokens
 
 
 def test_messages_encode_camel_case_with_a_role_tag_and_decode_back() -> None:

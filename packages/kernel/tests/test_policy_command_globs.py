@@ -11,17 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness_kernel.policy import (
-    COMMAND_ACTIONS,
-    GLOB_SYNTAXES,
     InvalidPolicyInputError,
     PermissionMap,
     compile_glob,
     compile_rules,
     decide,
-    glob_syntax_for,
-    match_glob,
     translate,
 )
+from harness_kernel.policy._glob import GLOB_SYNTAXES, match_glob
+from harness_kernel.policy._rules import COMMAND_ACTIONS, glob_syntax_for
 
 PROPERTIES = settings(max_examples=300, deadline=None, database=None)
 

@@ -11,7 +11,6 @@ import pytest
 
 from harness_kernel import HarnessError
 from harness_kernel.policy import (
-    RANK,
     Decision,
     Effect,
     InvalidPermissionRulesError,
@@ -21,6 +20,7 @@ from harness_kernel.policy import (
     compile_rules,
     decide,
 )
+from harness_kernel.policy._rules import RANK
 
 
 def loose(value: object) -> Any:

@@ -14,14 +14,13 @@ from harness_kernel.policy import (
     CompiledGlob,
     InvalidPolicyInputError,
     PermissionMap,
-    check_changed_paths,
     compile_glob,
     compile_rules,
     decide,
-    match_glob,
     path_allowed,
     translate,
 )
+from harness_kernel.policy._glob import check_changed_paths, match_glob
 
 PROPERTIES = settings(max_examples=150, deadline=None, database=None)
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from harness_kernel._json import freeze_json
 from harness_kernel.events import (
     REDACTED,
-    REDACTION_MAX_DEPTH,
     ToolCallData,
     create_event,
     redact_event,
@@ -21,6 +20,7 @@ from harness_kernel.events import (
     serialize_event,
 )
 from harness_kernel.events import _redaction as _redaction_module
+from harness_kernel.events._redaction import REDACTION_MAX_DEPTH
 
 
 def test_constants() -> None:

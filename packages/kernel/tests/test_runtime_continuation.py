@@ -28,10 +28,8 @@ from harness_kernel.runtime import (
     MinimalAgentRuntime,
     RunInput,
     RunStream,
-    decode_checkpoint,
-    next_request,
-    rebuild_context,
 )
+from harness_kernel.runtime._checkpoint import decode_checkpoint, next_request, rebuild_context
 from harness_kernel.runtime._context import SUMMARY_PREFIX, request_bytes
 from harness_kernel.store import MemorySessionStore, SessionStoreError
 from harness_workspace import AbortController

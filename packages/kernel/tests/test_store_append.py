@@ -12,12 +12,12 @@ import trio
 from harness_kernel.events import Event, EventSchemaError, create_event, serialize_event
 from harness_kernel.store import (
     SESS_CLOSED,
-    SESS_EVENT_CONFLICT,
     SESS_NOT_FOUND,
     SESS_OWNERSHIP_LOST,
     SessionStoreError,
     SqliteSessionStore,
 )
+from harness_kernel.store._records import SESS_EVENT_CONFLICT
 
 AT = "2024-05-01T12:30:00.125Z"
 NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)

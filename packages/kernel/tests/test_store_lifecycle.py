@@ -10,16 +10,18 @@ import trio
 
 from harness_kernel.events import create_event
 from harness_kernel.store import (
-    SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
-    SESS_EVENT_CONFLICT,
     SESS_INVALID_RECORD,
-    SESS_INVALID_TRANSITION,
     SESS_OWNERSHIP_LOST,
     SESS_RECOVERY_CONFLICT,
     RecoverInterruptedResult,
     SessionStoreError,
     SqliteSessionStore,
+)
+from harness_kernel.store._records import (
+    SESS_CHECKPOINT_CONFLICT,
+    SESS_EVENT_CONFLICT,
+    SESS_INVALID_TRANSITION,
 )
 from harness_kernel.store.conformance._support import restored
 

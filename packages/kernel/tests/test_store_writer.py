@@ -21,13 +21,13 @@ import harness_kernel.store._sqlite as sqlite_store
 from harness_kernel.events import Event, create_event
 from harness_kernel.store import (
     SESS_CLOSED,
-    SESS_EVENT_CONFLICT,
     SESS_INVALID_RECORD,
     SESS_NOT_FOUND,
     SequencedEvent,
     SessionStoreError,
     SqliteSessionStore,
 )
+from harness_kernel.store._records import SESS_EVENT_CONFLICT
 from harness_kernel.store._tables import Tables
 
 AT = "2024-05-01T12:30:00.125Z"

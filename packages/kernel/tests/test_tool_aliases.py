@@ -21,15 +21,12 @@ from hypothesis import strategies as st
 from runtime_helpers import d, drain, make_input, pure_tool, registry, tool_turn, types
 
 from harness_kernel.events import Event
-from harness_kernel.models import (
+from harness_kernel.models import FakeModel, ScriptedTurn, ToolNameAliasError, ToolNameAliases
+from harness_kernel.models._aliases import (
     MODEL_TOOL_NAME_DUPLICATE,
     MODEL_TOOL_NAME_INVALID,
     MODEL_TOOL_NAME_UNKNOWN,
     PROVIDER_TOOL_NAME_PATTERN,
-    FakeModel,
-    ScriptedTurn,
-    ToolNameAliasError,
-    ToolNameAliases,
 )
 from harness_kernel.runtime import MinimalAgentRuntime
 from harness_tools import create_tool

@@ -27,6 +27,23 @@ EXPECTED = {
         "object] | str | bytes') -> 'RunReport | RunPreflightReport | Mapping[str, "
         "object]'"
     ),
+    "harness_exit_gate.manifest:decode_task_manifest": "(doc: 'object') -> 'TaskManifest'",
+    "harness_exit_gate.manifest:load_task_manifest": "(yaml_text: 'str | bytes') -> 'TaskManifest'",
+    "harness_exit_gate.evals:load_scenario": "(text: 'str') -> 'Scenario'",
+    "harness_exit_gate.evals:decode_scenario": "(obj: 'object') -> 'Scenario'",
+    "harness_exit_gate.manifest:manifest_permissions": ("(manifest: 'TaskManifest') -> 'PermissionMap'"),
+    "harness_exit_gate.evals:assert_known_event_types": (
+        "(invariants: 'Sequence[EventInvariant]') -> 'list[str]'"
+    ),
+    "harness_exit_gate.evals:stream_satisfies": (
+        "(events: 'Sequence[Event]', invariants: 'Sequence[EventInvariant]') -> 'list[str]'"
+    ),
+    "harness_exit_gate.evals:execute_scenario": (
+        "(scenario: 'Scenario', manifests: 'Mapping[str, TaskManifest]', *, "
+        "report: 'Mapping[str, object] | None' = None, "
+        "model: 'tuple[str, ModelAdapter] | None' = None, "
+        "attest_workspace: 'Callable[[MemoryWorkspace], object] | None' = None) -> 'ScenarioOutcome'"
+    ),
 }
 
 

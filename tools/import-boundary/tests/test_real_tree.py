@@ -34,7 +34,13 @@ REVIEWED_SUPPRESSIONS = [
 def test_the_repository_configuration_scans_the_production_trees_and_extends_the_rules() -> None:
     config = load_config(REPOSITORY / "pyproject.toml")
 
-    assert config.roots == DEFAULT_ROOTS == ("packages/kernel/src", "packages/tools/src")
+    assert DEFAULT_ROOTS == ("packages/kernel/src", "packages/tools/src")
+    # The exit gate's pure task manifests and golden scenarios are held to the same rules.
+    assert config.roots == (
+        *DEFAULT_ROOTS,
+        "tools/exit-gate/src/harness_exit_gate/evals",
+        "tools/exit-gate/src/harness_exit_gate/manifest",
+    )
     for entry in (
         "os",
         "subprocess",
@@ -57,6 +63,14 @@ def test_the_repository_configuration_scans_the_production_trees_and_extends_the
     assert per_file["packages/tools/src/**"] == ("harness_tools.*",)
     assert "sqlite3" not in config.allow
     assert "sqlite3" in per_file["packages/kernel/src/harness_kernel/store/_sqlite.py"]
+    # They reach the kernel by public name only, never a private module.
+    for glob in (
+        "tools/exit-gate/src/harness_exit_gate/evals/**",
+        "tools/exit-gate/src/harness_exit_gate/manifest/**",
+    ):
+        kernel_names = [entry for entry in per_file[glob] if entry.startswith("harness_kernel")]
+        assert kernel_names
+        assert not any("._" in entry or entry.endswith("*") for entry in kernel_names), kernel_names
 
 
 def test_the_real_kernel_and_tools_trees_have_no_findings_but_the_reviewed_suppressions() -> None:

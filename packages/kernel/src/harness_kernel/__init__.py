@@ -6,7 +6,7 @@ the public names of ``runtime`` and ``legacy``, and the workspace contract types
 objects of ``harness_workspace``.
 """
 
-from harness_kernel._errors import HarnessError, is_harness_error
+from harness_kernel._errors import HarnessError
 from harness_kernel.legacy import (
     Budget,
     BudgetExceededError,
@@ -68,7 +68,6 @@ __all__ = [
     "Workspace",
     "WorkspaceCapability",
     "WorkspaceSnapshot",
-    "is_harness_error",
     "normalize_tool_json",
     "run_agent",
 ]

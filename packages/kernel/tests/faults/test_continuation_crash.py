@@ -32,7 +32,7 @@ from faults.crash_harness import LANES, SUMMARIES, Summary, fault_rng, fault_see
 
 import harness_kernel.runtime
 from harness_kernel.events import Event
-from harness_kernel.runtime._resume import ResumePlan
+from harness_kernel.runtime._resume import ResumePlan, plan_continuation
 
 # Every test here forks processes and SIGKILLs them over many trials: seconds each, so the
 # inner loop (`pytest -m "not slow"`) leaves them to the full run (CI runs it).
@@ -60,7 +60,7 @@ async def test_a_turn_killed_at_any_append_or_effect_is_continued_once_without_r
         assert hit == set(POINTS), sorted(set(POINTS) - hit)
 
 
-_real_plan = harness_kernel.runtime.plan_continuation
+_real_plan = plan_continuation
 
 
 def _rerun_open_calls(events: list[Event], session_id: str) -> ResumePlan:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import assert_type
 
 from harness_kernel.events import Event, create_event, deserialize_event, redact_event, serialize_event
-from harness_kernel.manifest import TaskManifest, load_task_manifest, manifest_permissions
 from harness_kernel.models import FakeModel, ModelRequest, ScriptedTurn, UserMessage
-from harness_kernel.policy import Decision, RulePermissionController, compile_rules, decide
+from harness_kernel.policy import Decision, PermissionMap, RulePermissionController, compile_rules, decide
 from harness_kernel.store import (
     EventStore,
     MemorySessionStore,
@@ -22,16 +21,13 @@ from harness_kernel.store.conformance import CHECKS, ConformanceCheck, run_confo
 from harness_tools import ToolPermissionIntent
 
 
-async def typed_usage(manifest_text: str) -> None:
+async def typed_usage(permissions: PermissionMap) -> None:
     event = create_event("session.created", {"sessionId": "s1"})
     assert_type(event, Event)
     assert_type(serialize_event(event), bytes)
     assert_type(deserialize_event(serialize_event(event)), Event)
     assert_type(redact_event(event), Event)
 
-    manifest = load_task_manifest(manifest_text)
-    assert_type(manifest, TaskManifest)
-    permissions = manifest_permissions(manifest)
     assert_type(decide(permissions, "fs.read", "README.md"), Decision)
     assert_type(compile_rules(permissions).decide("fs.read"), Decision)
     controller = RulePermissionController(permissions)

@@ -22,9 +22,9 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from harness_kernel.store import SESS_INVALID_RECORD, SessionStoreError
+from harness_kernel.store.backend import ConnectionThread, Job, Tables, ThreadedStore
 from harness_store_postgres._errors import StoreUnavailableError
 from harness_store_postgres._schema import prepare_schema
-from harness_store_postgres._seam import ConnectionThread, Job, Outcome, Tables, ThreadedStore, hand_out
 from harness_store_postgres._tables import Connection, GlobalSequence, PostgresTables
 
 __all__ = ["PostgresSessionStore"]
@@ -153,9 +153,9 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: 
                 value = batch[0].work(tables)
             except Exception as error:
                 raise _job_error(error) from error
-            outcomes: list[Outcome] = [(batch[0], True, value)]
+            settlements = [batch[0].settlement(True, value)]
         else:
-            outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
+            settlements = [_in_savepoint(connection, sequence, tables, job) for job in batch]
         # From here the outcome is unknown if the connection breaks: the COMMIT is on its way.
         progress.committing = True
         sequence.flush_and_commit()
@@ -163,12 +163,13 @@ def _group_transaction(connection: Connection, batch: list[Job[Any]], progress: 
         _rollback(connection)
         raise
     # Only a committed batch hands out its results.
-    hand_out(outcomes)
+    for settle in settlements:
+        settle()
 
 
 def _in_savepoint(
     connection: Connection, sequence: GlobalSequence, tables: PostgresTables, job: Job[Any]
-) -> Outcome:
+) -> Callable[[], None]:
     mark = sequence.mark()
     connection.execute("SAVEPOINT job")
     try:
@@ -179,9 +180,9 @@ def _in_savepoint(
         connection.execute("ROLLBACK TO SAVEPOINT job")
         connection.execute("RELEASE SAVEPOINT job")
         sequence.restore(mark)
-        return job, False, _job_error(error)
+        return job.settlement(False, _job_error(error))
     connection.execute("RELEASE SAVEPOINT job")
-    return job, True, value
+    return job.settlement(True, value)
 
 
 def _read_batch(link: _Link, jobs: list[Job[Any]]) -> None:

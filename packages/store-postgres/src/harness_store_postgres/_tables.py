@@ -15,13 +15,7 @@ import psycopg
 from psycopg import sql
 
 from harness_kernel.store import SESS_INVALID_RECORD, SessionStoreError
-from harness_store_postgres._seam import (
-    CHECKPOINT_COLUMNS,
-    EVENT_COLUMNS,
-    SESSION_COLUMNS,
-    EventColumns,
-    Row,
-)
+from harness_kernel.store.backend import COLUMNS, EventColumns, Row
 
 __all__ = ["GlobalSequence", "PostgresTables"]
 
@@ -111,19 +105,19 @@ class PostgresTables:
 
     def session_row(self, session_id: str) -> Row | None:
         return self._one(
-            f"SELECT {SESSION_COLUMNS} FROM public.harness_sessions WHERE session_id = %s{self._lock}",
+            f"SELECT {COLUMNS.session} FROM public.harness_sessions WHERE session_id = %s{self._lock}",
             (session_id,),
         )
 
     def checkpoint_row(self, session_id: str) -> Row | None:
         return self._one(
-            f"SELECT {CHECKPOINT_COLUMNS} FROM public.harness_sessions WHERE session_id = %s{self._lock}",
+            f"SELECT {COLUMNS.checkpoint} FROM public.harness_sessions WHERE session_id = %s{self._lock}",
             (session_id,),
         )
 
     def listing_rows(self) -> list[tuple[Row, int]]:
         rows = self._all(
-            f"SELECT {SESSION_COLUMNS},"
+            f"SELECT {COLUMNS.session},"
             " (SELECT COUNT(*) FROM public.harness_events e WHERE e.session_id = harness_sessions.session_id)"
             " FROM public.harness_sessions ORDER BY created_at DESC, session_id DESC"
         )
@@ -170,7 +164,7 @@ class PostgresTables:
 
     def event_row(self, event_id: str) -> Row | None:
         return self._one(
-            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE event_id = %s", (event_id,)
+            f"SELECT {COLUMNS.event} FROM public.harness_events WHERE event_id = %s", (event_id,)
         )
 
     def insert_event(self, columns: EventColumns) -> int:
@@ -181,7 +175,7 @@ class PostgresTables:
         # One round trip for both: a data-modifying WITH runs exactly once, and a failing
         # insert (a duplicate key) fails the whole statement, the update with it.
         self._connection.execute(
-            f"WITH inserted AS (INSERT INTO public.harness_events({EVENT_COLUMNS})"
+            f"WITH inserted AS (INSERT INTO public.harness_events({COLUMNS.event})"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s))"
             " UPDATE public.harness_sessions SET next_seq = %s WHERE session_id = %s",
             (session_id, seq, global_seq, event_id, at, actor, event_type, payload, seq + 1, session_id),
@@ -190,7 +184,7 @@ class PostgresTables:
 
     def session_event_rows(self, session_id: str, after_seq: int, count: int) -> list[Row]:
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE session_id = %s AND seq > %s"
+            f"SELECT {COLUMNS.event} FROM public.harness_events WHERE session_id = %s AND seq > %s"
             " ORDER BY seq LIMIT %s",
             (session_id, after_seq, count),
         )
@@ -198,19 +192,19 @@ class PostgresTables:
     def slice_rows(self, session_id: str, start: int, stop: int | None) -> list[Row]:
         if stop is None:
             return self._all(
-                f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE session_id = %s AND seq >= %s"
+                f"SELECT {COLUMNS.event} FROM public.harness_events WHERE session_id = %s AND seq >= %s"
                 " ORDER BY seq",
                 (session_id, start),
             )
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE session_id = %s AND seq >= %s"
+            f"SELECT {COLUMNS.event} FROM public.harness_events WHERE session_id = %s AND seq >= %s"
             " AND seq < %s ORDER BY seq",
             (session_id, start, stop),
         )
 
     def audit_rows(self, after_global_seq: int, count: int) -> list[Row]:
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM public.harness_events WHERE global_seq > %s"
+            f"SELECT {COLUMNS.event} FROM public.harness_events WHERE global_seq > %s"
             " ORDER BY global_seq LIMIT %s",
             (after_global_seq, count),
         )

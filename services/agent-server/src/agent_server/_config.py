@@ -13,8 +13,8 @@ from typing import Any, Final, Literal
 from agent_server._auth import DEFAULT_PRINCIPAL, check_principal, check_token
 from agent_server._manifests import DEFAULT_TASK_BASE
 from agent_server._protocol import utf8_size
+from harness_exit_gate.manifest import TaskManifest
 from harness_kernel.events import random_id
-from harness_kernel.manifest import TaskManifest
 from harness_kernel.models import FakeModel, Model, ModelAdapter
 from harness_kernel.runtime import ContextPolicy, MinimalAgentRuntime
 from harness_kernel.store import SessionStore

@@ -8,7 +8,7 @@ from typing import Final, Literal
 import trio
 
 from agent_server._turns import Outbox, RunEvents, RunOutcome
-from harness_kernel.manifest import TaskManifest
+from harness_exit_gate.manifest import TaskManifest
 from harness_kernel.models import ModelAdapter
 from harness_kernel.policy import PermissionResolution
 from harness_kernel.runtime import MinimalAgentRuntime, RunStream

@@ -16,7 +16,12 @@ import stat
 from typing import Final
 
 from agent_server._errors import ManifestRefusedError
-from harness_kernel.manifest import MAX_MANIFEST_BYTES, ManifestParseError, TaskManifest, load_task_manifest
+from harness_exit_gate.manifest import (
+    MAX_MANIFEST_BYTES,
+    ManifestParseError,
+    TaskManifest,
+    load_task_manifest,
+)
 from harness_workspace.local import (
     WORKSPACE_NOT_A_FILE,
     WORKSPACE_NOT_FOUND,

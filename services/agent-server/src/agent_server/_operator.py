@@ -16,7 +16,7 @@ from agent_server._config import ServerConfig
 from agent_server._conversation import NOTE_CANCELED, PendingPermission, Session
 from agent_server._errors import PermissionNotFoundError, PermissionResolvedError
 from agent_server._protocol import PermissionRespondParams, PermissionRespondResult
-from harness_kernel.manifest import manifest_permissions
+from harness_exit_gate.manifest import manifest_permissions
 from harness_kernel.policy import PermissionRequest, PermissionResolution, RulePermissionController
 from harness_workspace import AbortSignal
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness_kernel.evals import ScenarioParseError, load_script
+from harness_exit_gate.evals import ScenarioParseError, load_script
 from harness_kernel.models import FakeModel, Model, ScriptedTurn
 
 __all__ = ["ScenarioModelFactory", "read_script"]

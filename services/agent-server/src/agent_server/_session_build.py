@@ -19,7 +19,7 @@ from agent_server._config import ServerConfig, ToolProviderContext
 from agent_server._conversation import Session
 from agent_server._errors import InvalidParamsError, SandboxUnavailableError
 from agent_server._manifests import read_task_manifest
-from harness_kernel.manifest import TaskManifest
+from harness_exit_gate.manifest import TaskManifest
 from harness_sandbox import SANDBOX_SOURCE_INVALID, SandboxError, SandboxWorkspace
 from harness_tools import Tool, ToolRegistry, admission_refusal
 from harness_workspace import WorkspaceEscapesRootError, declare_isolation, open_workspace

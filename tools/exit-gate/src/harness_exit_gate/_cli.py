@@ -12,7 +12,7 @@ from harness_exit_gate._cli_help import examples
 from harness_exit_gate._manifest_file import load_task_manifest_file
 from harness_exit_gate._run import DEFAULT_TEST_COMMAND, DEFAULT_TIMEOUT_MS, RunOptions, run_gate
 from harness_exit_gate._usage import EXIT_FAILED, EXIT_OK, RaisingParser, UsageError
-from harness_kernel.manifest import ManifestParseError
+from harness_exit_gate.manifest import ManifestParseError
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "main"]
 

@@ -17,7 +17,7 @@ from harness_exit_gate._errors import RunReportError
 from harness_exit_gate._manifest_file import load_task_manifest_file
 from harness_exit_gate._report import validate_report_artifact
 from harness_exit_gate._usage import EXIT_FAILED, EXIT_OK, RaisingParser, UsageError
-from harness_kernel.evals import (
+from harness_exit_gate.evals import (
     InvariantCheckError,
     Scenario,
     ScenarioParseError,
@@ -25,7 +25,7 @@ from harness_kernel.evals import (
     execute_scenario,
     load_scenario,
 )
-from harness_kernel.manifest import ManifestParseError, TaskManifest
+from harness_exit_gate.manifest import ManifestParseError, TaskManifest
 from harness_kernel.models import ModelAdapter
 from harness_workspace import MemoryWorkspace, declare_isolation
 

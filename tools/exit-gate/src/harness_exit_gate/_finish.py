@@ -41,6 +41,7 @@ from harness_exit_gate._report import (
     validate_run_report,
 )
 from harness_exit_gate._state import ACTOR, RunOutcome, RunState
+from harness_exit_gate.manifest import TaskManifest
 from harness_kernel.events import (
     EventData,
     EventType,
@@ -50,7 +51,6 @@ from harness_kernel.events import (
     now_timestamp,
     serialize_event,
 )
-from harness_kernel.manifest import TaskManifest
 
 __all__ = ["finish", "preflight_report"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness_kernel.manifest import (
+from harness_exit_gate.manifest import (
     MAX_MANIFEST_BYTES,
     ManifestIssue,
     ManifestParseError,

@@ -28,7 +28,7 @@ from harness_exit_gate._manifest_file import read_manifest_bytes
 from harness_exit_gate._report import Issue
 from harness_exit_gate._state import RunOptions, RunState
 from harness_exit_gate._trust import base_manifest_bytes, gate_inside_checkout
-from harness_kernel.manifest import ManifestParseError, TaskManifest, load_task_manifest
+from harness_exit_gate.manifest import ManifestParseError, TaskManifest, load_task_manifest
 
 __all__ = [
     "ManifestInfo",

@@ -31,8 +31,8 @@ from harness_exit_gate._state import (
     RunOutcome,
     RunState,
 )
+from harness_exit_gate.manifest import manifest_permissions
 from harness_kernel.events import TaskUpdatedData
-from harness_kernel.manifest import manifest_permissions
 from harness_kernel.policy import decide
 
 __all__ = ["DEFAULT_TEST_COMMAND", "DEFAULT_TIMEOUT_MS", "RunOptions", "RunOutcome", "run_gate"]

@@ -12,6 +12,7 @@ from typing import Final, Literal, TypeAlias
 from msgspec import UNSET
 
 from harness_exit_gate._report import Failure, Stage
+from harness_exit_gate.manifest import TaskManifest
 from harness_kernel.events import (
     ErrorData,
     Event,
@@ -22,7 +23,6 @@ from harness_kernel.events import (
     now_timestamp,
     random_id,
 )
-from harness_kernel.manifest import TaskManifest
 
 __all__ = [
     "ACTOR",

@@ -15,7 +15,7 @@ from typing import Final
 import harness_kernel
 from harness_exit_gate._errors import ExitGateError
 from harness_exit_gate._git import Git, Link
-from harness_kernel.manifest import MAX_MANIFEST_BYTES
+from harness_exit_gate.manifest import MAX_MANIFEST_BYTES
 from harness_kernel.policy import path_allowed
 
 __all__ = [
@@ -90,8 +90,8 @@ def _outside_scope(path: str, landed: str, allowed: Sequence[str]) -> str | None
 def gate_inside_checkout(root: str) -> str | None:
     """The first part of the running gate that lies inside ``root``, or ``None``.
 
-    The gate's verdict comes from its own package, the kernel's policy and manifest model, and
-    the interpreter environment that imports them. When any of them lives in the checkout the
+    The gate's verdict comes from its own package (its manifest model with it), the kernel's
+    policy, and the interpreter environment that imports them. When any of them lives in the checkout the
     gate judges, the branch wrote the judge: an editable install of the head, or a ``.venv``
     the head's ``uv sync`` built (where a ``.pth`` file can run anything at start-up).
     """

@@ -22,7 +22,23 @@ from harness_exit_gate import (
     validate_run_preflight_report,
     validate_run_report,
 )
-from harness_kernel.manifest import ManifestParseError, TaskManifest
+from harness_exit_gate.evals import Scenario, ScenarioOutcome, execute_scenario, load_scenario
+from harness_exit_gate.manifest import (
+    ManifestParseError,
+    TaskManifest,
+    load_task_manifest,
+    manifest_permissions,
+)
+from harness_kernel.policy import PermissionMap
+
+
+async def typed_scenario(scenario_text: str, manifest_text: str) -> None:
+    manifest = load_task_manifest(manifest_text)
+    assert_type(manifest, TaskManifest)
+    assert_type(manifest_permissions(manifest), PermissionMap)
+    scenario = load_scenario(scenario_text)
+    assert_type(scenario, Scenario)
+    assert_type(await execute_scenario(scenario, {manifest.id: manifest}), ScenarioOutcome)
 
 
 def typed_usage(report_text: str, report_bytes: bytes, report_object: Mapping[str, object]) -> None:

@@ -20,10 +20,6 @@ from harness_kernel.events._codec import (
     serialize_event,
 )
 from harness_kernel.events._errors import (
-    EVT_BAD_JSON,
-    EVT_BAD_PAYLOAD,
-    EVT_UNKNOWN_TYPE,
-    EVT_UNSUPPORTED_VERSION,
     EventParseError,
     EventSchemaError,
     EventVersionError,
@@ -31,10 +27,6 @@ from harness_kernel.events._errors import (
     UnknownEventTypeError,
 )
 from harness_kernel.events._model import (
-    CURRENT_EVENT_VERSION,
-    EVENT_PAYLOADS,
-    EVENT_TYPES,
-    SUPPORTED_EVENT_VERSIONS,
     AgentStartedData,
     AgentStoppedData,
     ArtifactRegisteredData,
@@ -83,22 +75,12 @@ from harness_kernel.events._model import (
 )
 from harness_kernel.events._redaction import (
     REDACTED,
-    REDACTION_MAX_DEPTH,
     redact_event,
     redact_value,
 )
 
 __all__ = [
-    "CURRENT_EVENT_VERSION",
-    "EVENT_PAYLOADS",
-    "EVENT_TYPES",
-    "EVT_BAD_JSON",
-    "EVT_BAD_PAYLOAD",
-    "EVT_UNKNOWN_TYPE",
-    "EVT_UNSUPPORTED_VERSION",
     "REDACTED",
-    "REDACTION_MAX_DEPTH",
-    "SUPPORTED_EVENT_VERSIONS",
     "AgentStartedData",
     "AgentStoppedData",
     "ArtifactRegisteredData",

@@ -13,17 +13,12 @@ in ``__init__``): the message state and the runtime re-validate what they accept
 
 from __future__ import annotations
 
-from harness_kernel.models._adapters import CompleteModelAdapter, FakeModel, ScriptedTurn, adapt_model
+from harness_kernel.models._adapters import FakeModel, ScriptedTurn, adapt_model
 from harness_kernel.models._aliases import (
-    MODEL_TOOL_NAME_DUPLICATE,
-    MODEL_TOOL_NAME_INVALID,
-    MODEL_TOOL_NAME_UNKNOWN,
-    PROVIDER_TOOL_NAME_PATTERN,
     ToolNameAliasError,
     ToolNameAliases,
 )
 from harness_kernel.models._types import (
-    MAX_MODEL_TEXT_DELTA_CHARS,
     AssistantMessage,
     ChatMessage,
     CompletionRequest,
@@ -43,22 +38,13 @@ from harness_kernel.models._types import (
     Usage,
     UserMessage,
     abort_reason_error,
-    add_usage,
-    empty_usage,
-    estimate_tokens,
     normalize_model_text_deltas,
     raise_if_aborted,
 )
 
 __all__ = [
-    "MAX_MODEL_TEXT_DELTA_CHARS",
-    "MODEL_TOOL_NAME_DUPLICATE",
-    "MODEL_TOOL_NAME_INVALID",
-    "MODEL_TOOL_NAME_UNKNOWN",
-    "PROVIDER_TOOL_NAME_PATTERN",
     "AssistantMessage",
     "ChatMessage",
-    "CompleteModelAdapter",
     "CompletionRequest",
     "CompletionResponse",
     "FakeModel",
@@ -81,9 +67,6 @@ __all__ = [
     "UserMessage",
     "abort_reason_error",
     "adapt_model",
-    "add_usage",
-    "empty_usage",
-    "estimate_tokens",
     "normalize_model_text_deltas",
     "raise_if_aborted",
 ]

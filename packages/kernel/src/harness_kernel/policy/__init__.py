@@ -8,24 +8,17 @@ to it. Nothing here touches the host.
 """
 
 from harness_kernel.policy._errors import (
-    POLICY_INVALID_INPUT,
-    POLICY_INVALID_RULES,
     InvalidPermissionRulesError,
     InvalidPolicyInputError,
 )
 from harness_kernel.policy._glob import (
-    GLOB_SYNTAXES,
     CompiledGlob,
     GlobSyntax,
-    check_changed_paths,
     compile_glob,
-    match_glob,
     path_allowed,
     translate,
 )
 from harness_kernel.policy._permission import (
-    MAX_ID_CHARS,
-    MAX_REASON_CHARS,
     PermissionController,
     PermissionDecision,
     PermissionRequest,
@@ -34,9 +27,7 @@ from harness_kernel.policy._permission import (
     RulePermissionController,
 )
 from harness_kernel.policy._rules import (
-    COMMAND_ACTIONS,
     EFFECTS,
-    RANK,
     CompiledRules,
     Decision,
     Effect,
@@ -44,19 +35,11 @@ from harness_kernel.policy._rules import (
     Rule,
     compile_rules,
     decide,
-    glob_syntax_for,
 )
 from harness_tools import ToolPermissionIntent
 
 __all__ = [
-    "COMMAND_ACTIONS",
     "EFFECTS",
-    "GLOB_SYNTAXES",
-    "MAX_ID_CHARS",
-    "MAX_REASON_CHARS",
-    "POLICY_INVALID_INPUT",
-    "POLICY_INVALID_RULES",
-    "RANK",
     "CompiledGlob",
     "CompiledRules",
     "Decision",
@@ -73,12 +56,9 @@ __all__ = [
     "Rule",
     "RulePermissionController",
     "ToolPermissionIntent",
-    "check_changed_paths",
     "compile_glob",
     "compile_rules",
     "decide",
-    "glob_syntax_for",
-    "match_glob",
     "path_allowed",
     "translate",
 ]

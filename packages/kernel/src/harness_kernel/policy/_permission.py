@@ -161,7 +161,7 @@ class RulePermissionController:
     ``decide(intent)`` answers ``PermissionDecision(effect, reason)`` (no ``rule_id``) from
     ``compile_rules(permissions).decide(intent.action, intent.subject)``, with the reason cut
     to 4096 characters. A task manifest plugs in through
-    ``harness_kernel.manifest.manifest_permissions(manifest)``.
+    ``harness_exit_gate.manifest.manifest_permissions(manifest)``.
 
     Args:
         permissions: The permission map, compiled (and copied) once here.

@@ -23,12 +23,8 @@ from harness_kernel.policy._permission import PermissionController
 from harness_kernel.runtime._checkpoint import (
     CheckpointError,
     CheckpointVersionError,
-    RuntimeCheckpoint,
-    decode_checkpoint,
-    next_request,
-    rebuild_context,
 )
-from harness_kernel.runtime._context import ContextPolicy
+from harness_kernel.runtime._context import ContextPolicy, check_context_policy
 from harness_kernel.runtime._errors import (
     AgentRuntimeError,
     ContextCompactionError,
@@ -69,7 +65,6 @@ __all__ = [
     "ContextPolicy",
     "ContinuationError",
     "ContinueInput",
-    "ConversationPlan",
     "EventAppendError",
     "FollowUpError",
     "InvalidRunInputError",
@@ -83,15 +78,10 @@ __all__ = [
     "RunTerminalError",
     "RuntimeBudget",
     "RuntimeBudgetExceededError",
-    "RuntimeCheckpoint",
     "RuntimeConsumerError",
     "SteeringClosedError",
     "TurnActiveError",
-    "decode_checkpoint",
-    "next_request",
-    "plan_continuation",
-    "plan_conversation",
-    "rebuild_context",
+    "check_context_policy",
 ]
 
 

@@ -27,14 +27,9 @@ from harness_kernel.store._ports import (
     SessionStore,
 )
 from harness_kernel.store._records import (
-    APPEND_MANY_MAX,
-    LEASE_MAX_MS,
-    SESS_CHECKPOINT_CONFLICT,
     SESS_CLOSED,
-    SESS_EVENT_CONFLICT,
     SESS_INVALID_CURSOR,
     SESS_INVALID_RECORD,
-    SESS_INVALID_TRANSITION,
     SESS_NOT_FOUND,
     SESS_OWNERSHIP_LOST,
     SESS_RECOVERY_CONFLICT,
@@ -58,15 +53,10 @@ SqliteEventStore = SessionEventLog
 """The former name of :class:`SessionEventLog` (when it worked over SQLite only)."""
 
 __all__ = [
-    "APPEND_MANY_MAX",
-    "LEASE_MAX_MS",
     "SCHEMA_VERSION",
-    "SESS_CHECKPOINT_CONFLICT",
     "SESS_CLOSED",
-    "SESS_EVENT_CONFLICT",
     "SESS_INVALID_CURSOR",
     "SESS_INVALID_RECORD",
-    "SESS_INVALID_TRANSITION",
     "SESS_NOT_FOUND",
     "SESS_OWNERSHIP_LOST",
     "SESS_RECOVERY_CONFLICT",

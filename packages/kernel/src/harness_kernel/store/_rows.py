@@ -26,22 +26,12 @@ from harness_kernel.store._records import (
 )
 
 __all__ = [
-    "CHECKPOINT_COLUMNS",
-    "EVENT_COLUMNS",
-    "SESSION_COLUMNS",
     "decode_checkpoint",
     "decode_event_row",
     "decode_session_row",
     "stored_json",
 ]
 
-EVENT_COLUMNS: Final = "session_id, seq, global_seq, event_id, at, actor, type, payload"
-SESSION_COLUMNS: Final = (
-    "session_id, task_id, status, created_at, closed_at, metadata, next_seq, checkpoint_revision"
-)
-CHECKPOINT_COLUMNS: Final = (
-    "session_id, checkpoint_revision, checkpoint_seq, checkpoint_payload, checkpoint_updated_at"
-)
 _STATUSES: Final = ("active", "closed", "archived")
 
 

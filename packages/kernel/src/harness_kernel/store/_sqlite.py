@@ -22,11 +22,16 @@ from pathlib import PurePath
 from typing import Any, TypeVar
 
 from harness_kernel.store._records import SESS_INVALID_RECORD, SessionStoreError
-from harness_kernel.store._rows import CHECKPOINT_COLUMNS, EVENT_COLUMNS, SESSION_COLUMNS
 from harness_kernel.store._schema import BUSY_TIMEOUT_SECONDS, Synchronous, connect_store
-from harness_kernel.store._tables import EventColumns, Row, Tables
-from harness_kernel.store._threaded import ThreadedStore
-from harness_kernel.store._worker import ConnectionThread, Job, Outcome, hand_out
+from harness_kernel.store.backend import (
+    COLUMNS,
+    ConnectionThread,
+    EventColumns,
+    Job,
+    Row,
+    Tables,
+    ThreadedStore,
+)
 
 __all__ = ["SqliteSessionStore"]
 
@@ -111,14 +116,14 @@ class _SqliteTables:
         return self._connection.execute(query, arguments).fetchall()
 
     def session_row(self, session_id: str) -> Row | None:
-        return self._one(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
+        return self._one(f"SELECT {COLUMNS.session} FROM sessions WHERE session_id = ?", (session_id,))
 
     def checkpoint_row(self, session_id: str) -> Row | None:
-        return self._one(f"SELECT {CHECKPOINT_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
+        return self._one(f"SELECT {COLUMNS.checkpoint} FROM sessions WHERE session_id = ?", (session_id,))
 
     def listing_rows(self) -> list[tuple[Row, int]]:
         rows = self._all(
-            f"SELECT {SESSION_COLUMNS},"
+            f"SELECT {COLUMNS.session},"
             " (SELECT COUNT(*) FROM events WHERE events.session_id = sessions.session_id)"
             " FROM sessions ORDER BY created_at DESC, session_id DESC"
         )
@@ -162,13 +167,13 @@ class _SqliteTables:
         )
 
     def event_row(self, event_id: str) -> Row | None:
-        return self._one(f"SELECT {EVENT_COLUMNS} FROM events WHERE event_id = ?", (event_id,))
+        return self._one(f"SELECT {COLUMNS.event} FROM events WHERE event_id = ?", (event_id,))
 
     def insert_event(self, columns: EventColumns) -> int:
         global_seq = self._sequence.take()
         session_id, seq, event_id, at, actor, event_type, payload = columns
         self._connection.execute(
-            f"INSERT INTO events({EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO events({COLUMNS.event}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (session_id, seq, global_seq, event_id, at, actor, event_type, payload),
         )
         self._connection.execute(
@@ -178,19 +183,19 @@ class _SqliteTables:
 
     def session_event_rows(self, session_id: str, after_seq: int, count: int) -> list[Row]:
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            f"SELECT {COLUMNS.event} FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, after_seq, count),
         )
 
     def slice_rows(self, session_id: str, start: int, stop: int | None) -> list[Row]:
-        query = f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ?"
+        query = f"SELECT {COLUMNS.event} FROM events WHERE session_id = ? AND seq >= ?"
         if stop is None:
             return self._all(query + " ORDER BY seq", (session_id, start))
         return self._all(query + " AND seq < ? ORDER BY seq", (session_id, start, stop))
 
     def audit_rows(self, after_global_seq: int, count: int) -> list[Row]:
         return self._all(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE global_seq > ? ORDER BY global_seq LIMIT ?",
+            f"SELECT {COLUMNS.event} FROM events WHERE global_seq > ? ORDER BY global_seq LIMIT ?",
             (after_global_seq, count),
         )
 
@@ -339,9 +344,9 @@ def _group_transaction(connection: sqlite3.Connection, batch: list[Job[Any]]) ->
     connection.execute("BEGIN IMMEDIATE")
     try:
         if len(batch) == 1:
-            outcomes: list[Outcome] = [(batch[0], True, batch[0].work(tables))]
+            settlements = [batch[0].settlement(True, batch[0].work(tables))]
         else:
-            outcomes = [_in_savepoint(connection, sequence, tables, job) for job in batch]
+            settlements = [_in_savepoint(connection, sequence, tables, job) for job in batch]
         sequence.flush()
         connection.execute("COMMIT")
     except BaseException:
@@ -349,12 +354,13 @@ def _group_transaction(connection: sqlite3.Connection, batch: list[Job[Any]]) ->
             connection.execute("ROLLBACK")
         raise
     # Only a committed batch hands out its results.
-    hand_out(outcomes)
+    for settle in settlements:
+        settle()
 
 
 def _in_savepoint(
     connection: sqlite3.Connection, sequence: _GlobalSequence, tables: _SqliteTables, job: Job[Any]
-) -> Outcome:
+) -> Callable[[], None]:
     mark = sequence.mark()
     connection.execute("SAVEPOINT job")
     try:
@@ -365,6 +371,6 @@ def _in_savepoint(
         connection.execute("ROLLBACK TO job")
         connection.execute("RELEASE job")
         sequence.restore(mark)
-        return job, False, error
+        return job.settlement(False, error)
     connection.execute("RELEASE job")
-    return job, True, value
+    return job.settlement(True, value)

@@ -3,17 +3,35 @@
 The operations of :mod:`harness_kernel.store._operations` — every rule of spec §6.3 — are
 written once, over this protocol; ``SqliteSessionStore`` implements it with SQL on its
 connection inside ``BEGIN … COMMIT`` and ``MemorySessionStore`` with dictionaries and an
-undo journal. Rows are tuples in the column order of the SQLite schema
-(:data:`~harness_kernel.store._rows.SESSION_COLUMNS`, ``CHECKPOINT_COLUMNS``,
-``EVENT_COLUMNS``), decoded by :mod:`harness_kernel.store._rows`. Orders and ties are part of
-the contract, so both implementations answer every query identically.
+undo journal. Rows are tuples in the column order :data:`COLUMNS` names, decoded by
+:mod:`harness_kernel.store._rows`. Orders and ties are part of the contract, so every
+implementation answers every query identically.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypeAlias
+from dataclasses import dataclass
+from typing import Final, LiteralString, Protocol, TypeAlias
 
-__all__ = ["EventColumns", "Row", "Tables"]
+__all__ = ["COLUMNS", "EventColumns", "Row", "Tables"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ColumnOrder:
+    # Literal strings, so that a driver that accepts only literal SQL takes them.
+    session: LiteralString
+    checkpoint: LiteralString
+    event: LiteralString
+
+
+COLUMNS: Final = _ColumnOrder(
+    session="session_id, task_id, status, created_at, closed_at, metadata, next_seq, checkpoint_revision",
+    checkpoint="session_id, checkpoint_revision, checkpoint_seq, checkpoint_payload, checkpoint_updated_at",
+    event="session_id, seq, global_seq, event_id, at, actor, type, payload",
+)
+"""The column order of each kind of row, as SQL column lists: ``COLUMNS.session`` (a
+session row), ``COLUMNS.checkpoint`` (a session's checkpoint columns) and ``COLUMNS.event``
+(an event row). A row a backend returns is a tuple in exactly this order."""
 
 Row: TypeAlias = tuple[object, ...]
 EventColumns: TypeAlias = tuple[str, int, str, str, "str | None", str, str]
@@ -24,11 +42,11 @@ class Tables(Protocol):
     """The reads and writes of one transaction; a failure anywhere undoes all of its writes."""
 
     def session_row(self, session_id: str) -> Row | None:
-        """The session's row (``SESSION_COLUMNS``), or ``None``."""
+        """The session's row (``COLUMNS.session``), or ``None``."""
         ...
 
     def checkpoint_row(self, session_id: str) -> Row | None:
-        """The session's checkpoint columns (``CHECKPOINT_COLUMNS``), or ``None`` without a session."""
+        """The session's checkpoint columns (``COLUMNS.checkpoint``), or ``None`` without a session."""
         ...
 
     def listing_rows(self) -> list[tuple[Row, int]]:
@@ -62,7 +80,7 @@ class Tables(Protocol):
         ...
 
     def event_row(self, event_id: str) -> Row | None:
-        """The row of the event with this id in any session (``EVENT_COLUMNS``), or ``None``."""
+        """The row of the event with this id in any session (``COLUMNS.event``), or ``None``."""
         ...
 
     def insert_event(self, columns: EventColumns) -> int:

@@ -26,7 +26,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import trio
 
-__all__ = ["ConnectionThread", "Job", "Outcome", "RunJobs", "hand_out"]
+__all__ = ["ConnectionThread", "Job", "RunJobs"]
 
 _T = TypeVar("_T")
 _Resource = TypeVar("_Resource", bound="_Closable")
@@ -68,6 +68,14 @@ class Job(Generic[_T]):
         """Record the job's error (called in the thread)."""
         self._error, self.settled = error, True
 
+    def settlement(self, ok: bool, value: object) -> Callable[[], None]:
+        """What records the job's outcome later: a group transaction settles its jobs only
+        once it committed. ``value`` is the result if ``ok``, else the error (an exception)."""
+        if ok:
+            return lambda: self.succeed(cast(_T, value))
+        assert isinstance(value, BaseException)
+        return lambda: self.fail(value)
+
     def result(self) -> _T:
         """The result, or raise the error, recorded for the job."""
         if self._error is not None:
@@ -78,20 +86,6 @@ class Job(Generic[_T]):
 RunJobs = Callable[[_Resource, list[Job[Any]]], None]
 """Runs jobs on the thread's resource, calling ``succeed`` or ``fail`` on each; if it
 raises, every job it left unsettled fails with that error."""
-
-
-Outcome = tuple[Job[Any], bool, object]
-"""A job of a group transaction, whether its work succeeded, and its value or its error."""
-
-
-def hand_out(outcomes: list[Outcome]) -> None:
-    """Give each job its result or its error: only once the transaction holding them committed."""
-    for job, ok, value in outcomes:
-        if ok:
-            job.succeed(value)
-        else:
-            assert isinstance(value, BaseException)
-            job.fail(value)
 
 
 class ConnectionThread(Generic[_Resource]):

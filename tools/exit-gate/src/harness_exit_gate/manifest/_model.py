@@ -12,9 +12,14 @@ from typing import Final, Literal, TypeAlias, final
 
 import msgspec
 
-from harness_kernel._errors import HarnessError
-from harness_kernel._json import has_lone_surrogate, is_exact_array
-from harness_kernel.manifest._yaml import (
+from harness_exit_gate.manifest._exact import (
+    has_lone_surrogate,
+    is_effect,
+    is_exact_array,
+    is_mapping,
+    is_str,
+)
+from harness_exit_gate.manifest._yaml import (
     ROOT,
     SYNTAX,
     describe_kind,
@@ -22,8 +27,8 @@ from harness_kernel.manifest._yaml import (
     join_path,
     read_yaml_document,
 )
-from harness_kernel.policy._exact import is_mapping, is_str
-from harness_kernel.policy._rules import EFFECTS, Effect, PermissionMap, Rule, is_effect
+from harness_kernel import HarnessError
+from harness_kernel.policy import EFFECTS, Effect, PermissionMap, Rule
 
 __all__ = [
     "DELIVERY_TYPES",

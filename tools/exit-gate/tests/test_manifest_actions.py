@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from exit_gate_manifest_examples import PROPERTIES, base, issues_of
 from hypothesis import given
 from hypothesis import strategies as st
-from kernel_manifest_examples import PROPERTIES, base, issues_of
 
-from harness_kernel.manifest import decode_task_manifest, load_task_manifest, manifest_permissions
+from harness_exit_gate.manifest import decode_task_manifest, load_task_manifest, manifest_permissions
 from harness_kernel.policy import decide
 
 REPOSITORY = Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import settings
 
-from harness_kernel.manifest import (
+from harness_exit_gate.manifest import (
     ManifestParseError,
     TaskManifest,
     decode_task_manifest,

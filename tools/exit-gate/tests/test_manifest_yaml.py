@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from hypothesis import given
-from hypothesis import strategies as st
-from kernel_manifest_examples import (
+from exit_gate_manifest_examples import (
     EXAMPLE,
     MINIMAL,
     PROPERTIES,
@@ -16,8 +14,10 @@ from kernel_manifest_examples import (
     loose,
     outcome,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
-from harness_kernel.manifest import (
+from harness_exit_gate.manifest import (
     ManifestParseError,
     TaskManifest,
     decode_task_manifest,

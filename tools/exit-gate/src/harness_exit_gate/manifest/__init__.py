@@ -7,7 +7,7 @@ into ``harness_kernel.policy`` through :func:`manifest_permissions`. Nothing her
 reads or lists files.
 """
 
-from harness_kernel.manifest._model import (
+from harness_exit_gate.manifest._model import (
     DELIVERY_TYPES,
     MANIFEST_INVALID,
     MAX_MANIFEST_BYTES,

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 import yaml
 
-from harness_kernel.evals import (
+from harness_exit_gate.evals import (
     Scenario,
     ScenarioCommand,
     ScenarioOutcome,
@@ -18,7 +18,7 @@ from harness_kernel.evals import (
     execute_scenario,
     load_scenario,
 )
-from harness_kernel.manifest import TaskManifest, load_task_manifest
+from harness_exit_gate.manifest import TaskManifest, load_task_manifest
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 from harness_workspace import MemoryWorkspace, declare_isolation
 

@@ -8,15 +8,14 @@ import pickle
 import msgspec
 import pytest
 import yaml
-from kernel_manifest_examples import (
+from exit_gate_manifest_examples import (
     EXAMPLE,
     base,
     issues_of,
     loose,
 )
 
-from harness_kernel import HarnessError
-from harness_kernel.manifest import (
+from harness_exit_gate.manifest import (
     Delivery,
     ManifestIssue,
     ManifestParseError,
@@ -25,6 +24,7 @@ from harness_kernel.manifest import (
     load_task_manifest,
     manifest_permissions,
 )
+from harness_kernel import HarnessError
 from harness_kernel.policy import RulePermissionController, ToolPermissionIntent, decide
 
 # ------------------------------------------------------------------ the example

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness_kernel.evals import (
+from harness_exit_gate.evals import (
     EventInvariant,
     RequestExpectation,
     ScenarioConversation,
@@ -22,10 +22,9 @@ from harness_kernel.evals import (
     execute_scenario,
     load_scenario,
 )
-from harness_kernel.manifest import TaskManifest, load_task_manifest
+from harness_exit_gate.manifest import TaskManifest, load_task_manifest
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
-from harness_kernel.runtime import ContextPolicy, InvalidRunInputError
-from harness_kernel.runtime._context import check_context_policy
+from harness_kernel.runtime import ContextPolicy, InvalidRunInputError, check_context_policy
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 TASK = REPOSITORY / "tasks" / "conversation-0001.yaml"

@@ -1,4 +1,4 @@
-"""What a golden scenario's expectations compare (kernel.md §10): events and model requests.
+"""What a golden scenario's expectations compare (exit-gate.md): events and model requests.
 
 An event invariant names an event's ``type`` and ``data.<path>`` → scalar fields; a request
 expectation names the model's N-th request and ``<path>`` → scalar fields of its JSON form
@@ -8,13 +8,13 @@ which field differed and what was seen.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias, cast
 
-from harness_kernel._json import decode_json, encode_json
-from harness_kernel.events._codec import serialize_event
-from harness_kernel.events._model import Event
+import msgspec
+
+from harness_kernel.events import Event, serialize_event
 
 __all__ = [
     "ABSENT",
@@ -22,6 +22,7 @@ __all__ = [
     "EventInvariant",
     "InvariantValue",
     "RequestExpectation",
+    "encode_plain",
     "event_document",
     "matches",
     "mismatch",
@@ -35,6 +36,29 @@ InvariantValue: TypeAlias = str | int | float | bool | None
 
 REQUEST_KEYS: Final = ("messageCount", "messages", "system", "tools", "maxTokens")
 """The top-level keys of a request's JSON form; a request expectation's paths start with one."""
+
+
+def _plain(value: object) -> object:
+    # The kernel's frozen JSON containers are read-only mappings and sequences.
+    if isinstance(value, Mapping):
+        return dict(cast("Mapping[object, object]", value))
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return list(cast("Sequence[object]", value))
+    raise TypeError(f"cannot encode a value of type {type(value).__name__} as JSON")
+
+
+_ENCODER: Final = msgspec.json.Encoder(enc_hook=_plain)
+
+
+def encode_plain(value: object) -> bytes:
+    """Compact UTF-8 JSON of ``value`` (plain data, msgspec Structs, frozen JSON).
+
+    Raises:
+        TypeError: a value of an unsupported type.
+        msgspec.EncodeError: msgspec could not encode ``value``.
+    """
+    return _ENCODER.encode(value)
+
 
 ABSENT: Final = object()
 """What a path that leads nowhere in a document stands for (shown as ``nothing``)."""
@@ -63,7 +87,7 @@ class RequestExpectation:
 
 def show(value: object) -> str:
     """``value`` as compact JSON, or ``nothing`` for :data:`ABSENT`."""
-    return "nothing" if value is ABSENT else encode_json(value).decode()
+    return "nothing" if value is ABSENT else encode_plain(value).decode()
 
 
 def _json_equal(wanted: InvariantValue, seen: object) -> bool:
@@ -102,7 +126,7 @@ def mismatch(
 
 def event_document(event: Event) -> object:
     """``event`` as its wire JSON decodes (camelCase keys)."""
-    return decode_json(serialize_event(event))
+    return msgspec.json.decode(serialize_event(event))
 
 
 def matches(event: Event, invariant: EventInvariant) -> bool:
@@ -118,8 +142,8 @@ def request_document(request: object) -> object:
     """
     messages = tuple(getattr(request, "messages", ()))
     tools = getattr(request, "tools", None)
-    return decode_json(
-        encode_json(
+    return msgspec.json.decode(
+        encode_plain(
             {
                 "messageCount": len(messages),
                 "messages": messages,

@@ -1,4 +1,4 @@
-"""A golden scenario as a conversation on the streaming runtime (kernel.md §10, issue #23).
+"""A golden scenario as a conversation on the streaming runtime (exit-gate.md).
 
 A scenario with ``conversation:`` runs its task on :class:`MinimalAgentRuntime` rather than
 the legacy loop: its first turn with ``run()``, each later one with ``follow_up()`` on the
@@ -16,12 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from harness_kernel._scenario_match import EventInvariant, matches
-from harness_kernel.events._codec import is_event_type
-from harness_kernel.events._model import AssistantMessageCompletedData, Event, TurnCompletedData
-from harness_kernel.manifest._yaml import describe_kind, join_path
-from harness_kernel.models._types import ModelAdapter
-from harness_kernel.policy._permission import PermissionController
+from harness_exit_gate.evals._match import EventInvariant, matches
+from harness_exit_gate.manifest._yaml import describe_kind, join_path
+from harness_kernel.events import AssistantMessageCompletedData, Event, TurnCompletedData, is_event_type
+from harness_kernel.models import ModelAdapter
+from harness_kernel.policy import PermissionController
 from harness_kernel.runtime import (
     AgentRuntimeError,
     ContextPolicy,
@@ -30,9 +29,9 @@ from harness_kernel.runtime import (
     RunInput,
     RunStream,
     RuntimeBudget,
+    check_context_policy,
 )
-from harness_kernel.runtime._context import check_context_policy
-from harness_kernel.store._ports import MemoryEventStore
+from harness_kernel.store import MemoryEventStore
 from harness_tools import ToolRegistry
 
 __all__ = [
@@ -87,7 +86,7 @@ class ConversationFailedError(Exception):
 
 
 class _Decoder(Protocol):
-    """The parts of the scenario decoder this module uses (``harness_kernel.evals``)."""
+    """The parts of the scenario decoder this module uses (``harness_exit_gate.evals``)."""
 
     def issue(self, path: str, message: str) -> None: ...
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness_kernel.evals import (
+from harness_exit_gate.evals import (
     EventInvariant,
     InvariantCheckError,
     ScenarioParseError,
@@ -18,8 +18,8 @@ from harness_kernel.evals import (
     load_script,
     stream_satisfies,
 )
+from harness_exit_gate.manifest import TaskManifest, load_task_manifest
 from harness_kernel.events import create_event
-from harness_kernel.manifest import TaskManifest, load_task_manifest
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 

@@ -1,4 +1,4 @@
-"""A golden scenario's workspace and tools (kernel.md §10, issue #18; decision 041).
+"""A golden scenario's workspace and tools (exit-gate.md; decision 041).
 
 A scenario may give its run an in-memory workspace: ``workspace.files`` (path → text) and
 ``workspace.commands``, scripted answers matched by the whole argv. ``tools`` picks what the
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from harness_kernel.manifest._yaml import describe_kind, join_path
+from harness_exit_gate.manifest._yaml import describe_kind, join_path
 from harness_tools import (
     DEVELOPMENT_TOOL_NAMES,
     Tool,
@@ -63,7 +63,7 @@ class ScenarioWorkspace:
 
 
 class _Decoder(Protocol):
-    """The parts of the scenario decoder this module uses (``harness_kernel.evals``)."""
+    """The parts of the scenario decoder this module uses (``harness_exit_gate.evals``)."""
 
     def issue(self, path: str, message: str) -> None: ...
 
