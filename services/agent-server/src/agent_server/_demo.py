@@ -17,8 +17,9 @@ import trio
 
 from agent_server._catalogue import TOOL_CATALOGUE
 from agent_server._config import DEFAULT_MODEL_NAME, ServerConfig, ToolProviderContext
+from agent_server._embedded import embedded_server
 from agent_server._scenario import ScenarioModelFactory
-from agent_server._server import ServerHandle, embedded_server
+from agent_server._server import ServerHandle
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import ScriptedTurn, ToolCall
 from harness_tools import Tool

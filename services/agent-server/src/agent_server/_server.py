@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import hashlib
 import importlib
 import json
 import logging
 import os
 import resource
-from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Final, cast
 from urllib.parse import parse_qs, urlsplit
@@ -32,12 +31,9 @@ from agent_server.client import AcpClient, connect
 from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
 
 __all__ = [
-    "EMBEDDED_IDLE_MS",
     "ServerHandle",
     "default_db_path",
     "default_token_path",
-    "embedded_server",
-    "private_config",
     "serve",
 ]
 
@@ -614,36 +610,3 @@ def _raise_descriptor_limit(config: ServerConfig) -> None:
                 soft,
                 needed,
             )
-
-
-EMBEDDED_IDLE_MS: Final = 24 * 3600 * 1000
-"""How long an embedded server (``chat``, ``acp``) keeps a session waiting for its prompt: its one
-user may think longer than the five minutes of a shared server, and the conversation lives in it."""
-
-
-def private_config(config: ServerConfig) -> ServerConfig:
-    """``config`` made private to this process: loopback, any free port, no configured token
-    (``serve`` then generates one and hands it out only on its handle), no readiness file."""
-    return dataclasses.replace(
-        config,
-        host="127.0.0.1",
-        port=0,
-        auth_token=None,
-        auth_tokens=None,
-        allowed_origins=(),
-        allow_plaintext_remote=False,
-        readiness_path=None,
-    )
-
-
-@asynccontextmanager
-async def embedded_server(config: ServerConfig) -> AsyncGenerator[ServerHandle]:
-    """Serve :func:`private_config` of ``config`` for this process's own clients (``demo``,
-    ``chat``, ``acp``); leaving closes it, also when the caller is cancelled."""
-    async with trio.open_nursery() as nursery:
-        handle: ServerHandle = await nursery.start(serve, private_config(config))
-        try:
-            yield handle
-        finally:
-            with trio.CancelScope(shield=True):
-                await handle.aclose()
