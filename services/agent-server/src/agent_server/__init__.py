@@ -7,7 +7,15 @@ before it is streamed. :func:`serve` runs the server for a :class:`ServerConfig`
 lives in :mod:`agent_server.client`.
 """
 
-from agent_server._config import ServerConfig, ToolProviderContext
+from agent_server._config import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    StorageConfig,
+    ToolProviderContext,
+    WorkspaceConfig,
+)
 from agent_server._embedded import embedded_server
 from agent_server._errors import AcpError
 from agent_server._protocol import PROTOCOL_VERSION
@@ -17,9 +25,14 @@ from agent_server._version import __version__
 __all__ = [
     "PROTOCOL_VERSION",
     "AcpError",
+    "LimitsConfig",
+    "ModelConfig",
+    "NetworkConfig",
     "ServerConfig",
     "ServerHandle",
+    "StorageConfig",
     "ToolProviderContext",
+    "WorkspaceConfig",
     "__version__",
     "embedded_server",
     "serve",

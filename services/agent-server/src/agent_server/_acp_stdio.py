@@ -505,8 +505,8 @@ def run_stdio_process(config: ServerConfig) -> int:
     os.dup2(2, 1)
     log = (
         None
-        if config.db_path is None or not config.persistence
-        else SessionLog(config.db_path + ".acp-sessions.jsonl")
+        if config.storage.db_path is None or not config.storage.persistence
+        else SessionLog(config.storage.db_path + ".acp-sessions.jsonl")
     )
 
     async def main() -> int:

@@ -10,7 +10,17 @@ from typing import Final
 
 from agent_server._auth import DEFAULT_PRINCIPAL, ensure_token_file, read_token_file
 from agent_server._catalogue import EFFECT_TOOL_NAMES, catalogue_provider, expand_tool_names
-from agent_server._config import DEFAULT_MODEL_NAME, ModelFactory, ServerConfig, check_database_url
+from agent_server._config import (
+    DEFAULT_MODEL_NAME,
+    LimitsConfig,
+    ModelConfig,
+    ModelFactory,
+    NetworkConfig,
+    ServerConfig,
+    StorageConfig,
+    WorkspaceConfig,
+    check_database_url,
+)
 from agent_server._environment import QUOTA_VARIABLES, Environment, read_environment
 from agent_server._scenario import ScenarioModelFactory, read_script
 from agent_server._server import default_token_path
@@ -58,58 +68,61 @@ def build_config(arguments: argparse.Namespace, environ: dict[str, str]) -> Serv
         if arguments.workspace_adapter is not None
         else environment.workspace_adapter
     )
-    options: dict[str, object] = {}
     stall_ms = (
         arguments.outbound_stall_ms
         if arguments.outbound_stall_ms is not None
         else environment.outbound_stall_ms
     )
-    if stall_ms is not None:
-        options["outbound_stall_ms"] = stall_ms
-    if models is not None:
-        options["models"] = models
-    if arguments.token_file is not None:
-        options["auth_tokens"] = read_token_file(arguments.token_file)
-    elif environment.token is not None:
-        options["auth_token"] = environment.token
-    options.update(_sandbox_options(arguments, adapter))
-    if arguments.allow_host_effects:
-        if adapter != "local":
-            raise ValueError(
-                "--allow-host-effects is for --workspace-adapter local (a sandbox needs no opt-in)"
-            )
-        options["allow_host_effects"] = True
-    options.update(_store_options(arguments, environment))
-    for name, value in environment.quotas.items():
-        options[name] = value  # a flag, read next, wins over its variable
+    auth_tokens = None if arguments.token_file is None else read_token_file(arguments.token_file)
+    engine, sandbox_limits = _sandbox_options(arguments, adapter)
+    if arguments.allow_host_effects and adapter != "local":
+        raise ValueError("--allow-host-effects is for --workspace-adapter local (a sandbox needs no opt-in)")
+    database_url = _database_url(arguments, environment)
+    quotas: dict[str, int] = dict(environment.quotas)
     for name in QUOTA_VARIABLES.values():
         if getattr(arguments, name) is not None:
-            options[name] = getattr(arguments, name)
-    policy = _context_policy(arguments)
-    if policy is not None:
-        options["context_policy"] = policy
-    if arguments.resume_interrupted:
-        options["resume_interrupted"] = True
-    if arguments.tasks_dir is not None:
-        options["tasks_dir"] = arguments.tasks_dir
+            quotas[name] = getattr(arguments, name)  # a flag wins over its variable
+    retention_max_bytes = quotas.pop("retention_max_bytes", None)
+    model = ModelConfig(context_policy=_context_policy(arguments))
+    if models is not None:
+        model = ModelConfig(models=models, context_policy=model.context_policy)
     config = ServerConfig(
-        host=arguments.host,
-        port=port,
-        workspace_root=root,
-        db_path=arguments.db,
-        persistence=not arguments.no_db,
-        allow_plaintext_remote=allow_remote,
-        allowed_origins=tuple(arguments.allow_origin),
-        max_message_bytes=arguments.max_message_bytes,
-        readiness_path=readiness,
-        max_sessions=arguments.max_sessions,
-        max_run_ms=arguments.max_run_seconds * 1000,
-        session_lease_ms=arguments.session_lease_seconds * 1000,
-        retention_days=arguments.retention_days or None,
-        workspace_adapter=adapter,
-        tools=tools,
-        task_base=arguments.task_base,
-        **options,  # pyright: ignore[reportArgumentType]
+        network=NetworkConfig(
+            host=arguments.host,
+            port=port,
+            allow_plaintext_remote=allow_remote,
+            allowed_origins=tuple(arguments.allow_origin),
+            readiness_path=readiness,
+            auth_token=environment.token if auth_tokens is None else None,
+            auth_tokens=auth_tokens,
+        ),
+        storage=StorageConfig(
+            db_path=arguments.db,
+            persistence=not arguments.no_db,
+            database_url=database_url,
+            resume_interrupted=arguments.resume_interrupted,
+            retention_days=arguments.retention_days or None,
+            retention_max_bytes=retention_max_bytes,
+        ),
+        model=model,
+        workspace=WorkspaceConfig(
+            workspace_root=root,
+            tools=tools,
+            workspace_adapter=adapter,
+            allow_host_effects=arguments.allow_host_effects,
+            sandbox_engine=engine,
+            tasks_dir=arguments.tasks_dir,
+            task_base=arguments.task_base,
+        ),
+        limits=LimitsConfig(
+            max_sessions=arguments.max_sessions,
+            max_run_ms=arguments.max_run_seconds * 1000,
+            session_lease_ms=arguments.session_lease_seconds * 1000,
+            max_message_bytes=arguments.max_message_bytes,
+            sandbox_limits=sandbox_limits,
+            **({} if stall_ms is None else {"outbound_stall_ms": stall_ms}),
+            **quotas,
+        ),
     )
     config.check_serving()
     _check_effect_tools(names, config)
@@ -141,11 +154,12 @@ def build_embedded_config(
         "session_lease_seconds": 30,
     }
     config = build_config(argparse.Namespace(**values), environ)
-    return dataclasses.replace(config, created_session_timeout_ms=EMBEDDED_IDLE_MS)
+    limits = dataclasses.replace(config.limits, created_session_timeout_ms=EMBEDDED_IDLE_MS)
+    return dataclasses.replace(config, limits=limits)
 
 
-def _store_options(arguments: argparse.Namespace, environment: Environment) -> dict[str, object]:
-    """``database_url`` for ``--store postgres`` (explicit, or implied by HARNESS_DATABASE_URL).
+def _database_url(arguments: argparse.Namespace, environment: Environment) -> str | None:
+    """The ``database_url`` of ``--store postgres`` (explicit, or implied by HARNESS_DATABASE_URL).
 
     Raises:
         ValueError: the flags contradict each other, or postgres has no URL. The messages
@@ -160,12 +174,12 @@ def _store_options(arguments: argparse.Namespace, environment: Environment) -> d
     if store == "sqlite":
         if arguments.database_url is not None:
             raise ValueError("--database-url is for --store postgres")
-        return {}
+        return None
     if url is None:
         raise ValueError("--store postgres needs --database-url or HARNESS_DATABASE_URL")
     if arguments.db is not None or arguments.no_db:
         raise ValueError("--db and --no-db are for --store sqlite")
-    return {"database_url": url}
+    return url
 
 
 def _context_policy(arguments: argparse.Namespace) -> ContextPolicy | None:
@@ -203,7 +217,7 @@ def _check_effect_tools(names: list[str], config: ServerConfig) -> None:
             whose workspaces are not isolated.
     """
     effects = sorted(set(expand_tool_names(names)) & EFFECT_TOOL_NAMES)
-    if effects and not config.effects_admitted:
+    if effects and not config.workspace.effects_admitted:
         raise ValueError(
             f"{' and '.join(effects)} write or run commands and need an isolated workspace:"
             " use --workspace-adapter sandbox, or --workspace-adapter local with --allow-host-effects"
@@ -277,7 +291,9 @@ def _model_timeouts(text: str | None) -> Timeouts:
     return Timeouts(connect_s=connect, read_s=read, total_s=total)
 
 
-def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict[str, object]:
+def _sandbox_options(
+    arguments: argparse.Namespace, adapter: str | None
+) -> tuple[SandboxEngine | None, SandboxLimits | None]:
     """``sandbox_engine`` and ``sandbox_limits`` from the ``--sandbox-*`` flags.
 
     Raises:
@@ -293,7 +309,7 @@ def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict
         if given:
             flags = ", ".join("--" + name.replace("_", "-") for name in given)
             raise ValueError(f"{flags} need --workspace-adapter sandbox")
-        return {}
+        return None, None
     limits: dict[str, object] = {}
     if arguments.sandbox_memory is not None:
         limits["memory_bytes"] = arguments.sandbox_memory * 1024 * 1024
@@ -314,7 +330,7 @@ def _sandbox_options(arguments: argparse.Namespace, adapter: str | None) -> dict
         if arguments.sandbox_image is not None:
             raise ValueError("--sandbox-image is for the docker engine; bubblewrap runs the host's /usr")
         engine = BubblewrapEngine()
-    return {"sandbox_engine": engine, "sandbox_limits": SandboxLimits(**limits)}  # pyright: ignore[reportArgumentType]
+    return engine, SandboxLimits(**limits)  # pyright: ignore[reportArgumentType]
 
 
 def with_default_tokens(config: ServerConfig, arguments: argparse.Namespace) -> tuple[ServerConfig, str]:
@@ -328,14 +344,14 @@ def with_default_tokens(config: ServerConfig, arguments: argparse.Namespace) -> 
     """
     if arguments.token_file is not None:
         return config, f"tokens from {arguments.token_file}"
-    if config.auth_token is not None:
+    if config.network.auth_token is not None:
         return config, (
             f"token from ${arguments.token_env} (readable by every process of this user through"
             " /proc/<pid>/environ; prefer --token-file)"
         )
-    path = default_token_path(config.workspace_root)
+    path = default_token_path(config.workspace.workspace_root)
     tokens, created = ensure_token_file(path)
     if DEFAULT_PRINCIPAL not in tokens:
         raise ValueError(f'token file {path} has no token for principal "{DEFAULT_PRINCIPAL}"')
-    config = dataclasses.replace(config, auth_tokens=tokens)
+    config = dataclasses.replace(config, network=dataclasses.replace(config.network, auth_tokens=tokens))
     return config, f"token file {path}" + (" (created now)" if created else "")

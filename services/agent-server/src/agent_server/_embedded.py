@@ -12,26 +12,18 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from agent_server._config import ServerConfig
+from agent_server._config import NetworkConfig, ServerConfig
 from agent_server._server import ServerHandle, serve
 
 __all__ = ["embedded_server", "private_config"]
 
 
 def private_config(config: ServerConfig) -> ServerConfig:
-    """``config`` made private to this process: loopback, any free port, no configured token
-    (``serve`` then generates one and hands it out only on its handle), no origins, no readiness
-    file."""
-    return dataclasses.replace(
-        config,
-        host="127.0.0.1",
-        port=0,
-        auth_token=None,
-        auth_tokens=None,
-        allowed_origins=(),
-        allow_plaintext_remote=False,
-        readiness_path=None,
-    )
+    """``config`` made private to this process: its network record replaced by loopback, any free
+    port, no configured token (``serve`` then generates one and hands it out only on its handle),
+    no origins and no readiness file; only the path is kept."""
+    network = NetworkConfig(path=config.network.path, port=0)
+    return dataclasses.replace(config, network=network)
 
 
 @asynccontextmanager

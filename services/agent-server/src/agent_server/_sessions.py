@@ -133,7 +133,7 @@ class SessionManager:
         self._operator = operator
         self._sessions: dict[str, Session] = {}
         self._created = 0
-        self.owner_id: Final = state.config.new_id("connection")
+        self.owner_id: Final = state.hooks.new_id("connection")
         self.disconnected = False
 
     def _lookup(self, session_id: str) -> Session:
@@ -152,7 +152,7 @@ class SessionManager:
             AcpError: ``-32012``, ``-32014`` or ``-32024`` at the connection's, the server's
                 or the principal's cap.
         """
-        if self._created >= self._config.max_sessions_per_connection:
+        if self._created >= self._config.limits.max_sessions_per_connection:
             raise SessionLimitError()
         self._state.reserve_session()
         try:
@@ -191,10 +191,10 @@ class SessionManager:
         await self._state.check_storage()
         self._state.quotas.check_stored(self._principal)
         workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
-        model_name = params.model if params.model is not None else config.chosen_default_model
-        if model_name is None or model_name not in config.models:
+        model_name = params.model if params.model is not None else config.model.chosen_default_model
+        if model_name is None or model_name not in config.model.models:
             raise InvalidParamsError("unknown model")
-        session_id = config.new_id("sess")
+        session_id = self._state.hooks.new_id("sess")
         if session_id in self._state.active_session_ids:
             raise RuntimeError("session id collision")
         session = await build_session(self._config, session_id, workspace, model_name, params.task_id)
@@ -220,7 +220,7 @@ class SessionManager:
             task_id=session.task_id,
             metadata=metadata,
             owner_id=self.owner_id,
-            lease_ms=self._config.session_lease_ms,
+            lease_ms=self._config.limits.session_lease_ms,
         )
         if record.lease is None or record.lease.owner_id != self.owner_id:
             raise RuntimeError("session row belongs to another owner")
@@ -235,7 +235,7 @@ class SessionManager:
     async def _idle_timer(self, session: Session, scope: trio.CancelScope) -> None:
         try:
             with scope:
-                await trio.sleep(self._config.created_session_timeout_ms / 1000)
+                await trio.sleep(self._config.limits.created_session_timeout_ms / 1000)
                 if session.state in WAITING:
                     session.stop(NOTE_CANCELED)
                     await self._finish(session)
@@ -247,12 +247,14 @@ class SessionManager:
 
     async def _lease_refresh(self, session: Session) -> None:
         store = self._state.store
-        interval = max(0.5, self._config.session_lease_ms / 3000)
+        interval = max(0.5, self._config.limits.session_lease_ms / 3000)
         with session.lease_scope:
             while True:
                 await trio.sleep(interval)
                 try:
-                    await store.renew_lease(session.id, self.owner_id, lease_ms=self._config.session_lease_ms)
+                    await store.renew_lease(
+                        session.id, self.owner_id, lease_ms=self._config.limits.session_lease_ms
+                    )
                 except Exception as error:
                     _log.exception("lease refresh failed for session %s", session.id)
                     session.persistence_failed = True
@@ -266,13 +268,13 @@ class SessionManager:
     async def _run_limit_timer(self, session: Session, scope: trio.CancelScope) -> None:
         """Abort the turn once it has run for ``max_run_ms`` (pending permissions are denied)."""
         with scope:
-            await trio.sleep(self._config.max_run_ms / 1000)
+            await trio.sleep(self._config.limits.max_run_ms / 1000)
             _log.warning("session %s reached its run time limit", session.id)
             session.run_limit_reached = True
             session.stop(NOTE_RUN_TIME_LIMIT)
 
     def _run_limit_error(self) -> RunTimeLimitError:
-        seconds = self._config.max_run_ms / 1000
+        seconds = self._config.limits.max_run_ms / 1000
         return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
 
     # ------------------------------------------------------------ finishing
@@ -364,14 +366,14 @@ class SessionManager:
         """The session's conversation, made at its first turn."""
         if session.conversation is not None:
             return session.conversation
-        model = self._config.models[session.model_name]()
+        model = self._config.model.models[session.model_name]()
         # A one-shot model names itself in the audit trail; a streaming adapter goes by its
         # configured name.
         name: object = getattr(model, "name", None)
         record = functools.partial(self._record, session)
         events = RunEvents(session.id, record, self._read_events, prelude=prelude)
         session.conversation = Conversation(
-            runtime=self._config.runtime(),
+            runtime=self._state.hooks.runtime(),
             events=events,
             model=adapt_model(model),
             model_name=name if type(name) is str and name else session.model_name,
@@ -382,9 +384,9 @@ class SessionManager:
         """Admit the prompt's turn: the session's first (``session.created`` goes with it), or a follow-up."""
         conversation = self._conversation(session, prelude=self._created_event(session))
         run_input = RunInput(
-            run_id=self._config.new_id("run"),
+            run_id=self._state.hooks.new_id("run"),
             session_id=session.id,
-            turn_id=self._config.new_id("turn"),
+            turn_id=self._state.hooks.new_id("turn"),
             input=params.content,
             model=conversation.model_name,
             model_adapter=conversation.model,
@@ -396,8 +398,8 @@ class SessionManager:
             workspace=session.adapter,
             signal=session.abort.signal,
             now=self._timestamp,
-            new_id=self._config.new_id,
-            context_policy=self._config.context_policy,
+            new_id=self._state.hooks.new_id,
+            context_policy=self._config.model.context_policy,
             checkpoints=True,
         )
         runtime = conversation.runtime
@@ -410,13 +412,13 @@ class SessionManager:
         return create_event(
             "session.created",
             SessionCreatedData(session_id=session.id, workspace=session.workspace),
-            event_id=self._config.new_id("evt"),
+            event_id=self._state.hooks.new_id("evt"),
             at=self._timestamp(),
             actor="kernel",
         )
 
     def _timestamp(self) -> str:
-        return format_timestamp(self._config.now())
+        return format_timestamp(self._state.hooks.now())
 
     def _permission(self, session: Session) -> RulePermissionController:
         """§5.3 step 3: the manifest's rules (every action ``ask`` without one), asks to the operator."""
@@ -611,7 +613,7 @@ class SessionManager:
             session_id=session.id,
             sessions=self._state.store,
             owner_id=self.owner_id,
-            lease_ms=self._config.session_lease_ms,
+            lease_ms=self._config.limits.session_lease_ms,
             event_store=conversation.events,
             model=conversation.model_name,
             model_adapter=conversation.model,
@@ -622,8 +624,8 @@ class SessionManager:
             workspace=session.adapter,
             signal=session.abort.signal,
             now=self._timestamp,
-            new_id=self._config.new_id,
-            context_policy=self._config.context_policy,
+            new_id=self._state.hooks.new_id,
+            context_policy=self._config.model.context_policy,
         )
 
     async def _start_continuation(self, session: Session, *, resend_uncertain: bool = False) -> RunStream:
@@ -696,7 +698,7 @@ class SessionManager:
         return create_event(
             "error",
             ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
-            event_id=self._config.new_id("evt"),
+            event_id=self._state.hooks.new_id("evt"),
             at=self._timestamp(),
             actor="agent-server",
         )
@@ -743,7 +745,7 @@ class SessionManager:
         pending = session.pending.get(permission_id)
         if pending is None:
             pending = session.pending[permission_id] = PendingPermission()
-        with trio.move_on_after(self._config.permission_timeout_ms / 1000):
+        with trio.move_on_after(self._config.limits.permission_timeout_ms / 1000):
             await pending.done.wait()
         if pending.resolution is None:
             session.resolve_pending(permission_id, PermissionResolution("deny", NOTE_TIMED_OUT))
