@@ -16,6 +16,7 @@ import pytest
 
 from agent_server import ServerConfig, StorageConfig
 from agent_server._cli import _parser, build_config  # pyright: ignore[reportPrivateUsage]
+from agent_server._cli_config import build_embedded_config
 from agent_server._server import POSTGRES_STORE_MISSING, postgres_store
 
 SECRET_URL = "postgresql://agent:hunter2@127.0.0.1:5432/harness"
@@ -106,7 +107,10 @@ def test_without_the_distribution_the_server_says_what_to_install(monkeypatch: p
 
 def test_the_acp_adapters_embedded_server_keeps_sqlite_whatever_the_variable_says(tmp_path: Path) -> None:
     arguments = _parser().parse_args(["acp", "--workspace-root", str(tmp_path)])
-    config = build_config(arguments, {"HARNESS_DATABASE_URL": SECRET_URL})
+    # What `agent-server acp` builds its embedded server from (chat's as well).
+    config = build_embedded_config(
+        arguments, {"HARNESS_DATABASE_URL": SECRET_URL}, workspace_root=str(tmp_path)
+    )
     assert config.storage.database_url is None
 
 
