@@ -40,7 +40,15 @@ from typing import Final
 
 import trio
 
-from agent_server import ServerConfig, ServerHandle, serve
+from agent_server import (
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    ServerHandle,
+    StorageConfig,
+    WorkspaceConfig,
+    serve,
+)
 from agent_server._catalogue import catalogue_provider
 from agent_server.client import AcpClient, connect
 from harness_models import ModelSpec, StreamLimits, model_factory
@@ -115,12 +123,13 @@ async def child(variant: str, seconds: float, delta_chars: int, client_mode: str
                 stream_limits=limits,
             )
             config = ServerConfig(
-                port=0,
-                workspace_root=str(root),
-                db_path=str(Path(folder) / "sessions.sqlite") if store_kind == "sqlite" else None,
-                persistence=store_kind == "sqlite",
-                tools=catalogue_provider(["echo"]),
-                models={MODEL: model_factory(spec, {})},
+                network=NetworkConfig(port=0),
+                storage=StorageConfig(
+                    db_path=str(Path(folder) / "sessions.sqlite") if store_kind == "sqlite" else None,
+                    persistence=store_kind == "sqlite",
+                ),
+                model=ModelConfig(models={MODEL: model_factory(spec, {})}),
+                workspace=WorkspaceConfig(workspace_root=str(root), tools=catalogue_provider(["echo"])),
             )
             handle: ServerHandle = await nursery.start(serve, config)
 

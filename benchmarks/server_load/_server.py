@@ -14,7 +14,15 @@ from typing import Any, Final
 
 import trio
 
-from agent_server import ServerConfig, ToolProviderContext
+from agent_server import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    StorageConfig,
+    ToolProviderContext,
+    WorkspaceConfig,
+)
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 from harness_tools import Tool, create_echo_tool
 
@@ -59,19 +67,13 @@ def levels_config(
     and tasks phases) and in the levels' server subprocess (``--serve-levels``).
     """
     return ServerConfig(
-        port=0,
-        workspace_root=str(directory / "root"),
-        db_path=None if db is None else str(db),
-        database_url=database_url,
-        tools=echo_tools,
-        models={"plain": plain_model, "tool": tool_model},
-        max_connections=connections,
-        # The server-wide session cap (256 by default) would refuse the 500 level's sessions.
-        max_sessions=sessions,
-        # Every session of a level connects at once; from a client in another process they all
-        # wait for their handshake together, and at the default cap (128) the server evicts the
-        # longest waiting (issue #21: 372 of the 500 level's sessions, closed before a reply).
-        max_pending_connections=sessions,
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(db_path=None if db is None else str(db), database_url=database_url),
+        model=ModelConfig(models={"plain": plain_model, "tool": tool_model}),
+        workspace=WorkspaceConfig(workspace_root=str(directory / "root"), tools=echo_tools),
+        limits=LimitsConfig(
+            max_connections=connections, max_sessions=sessions, max_pending_connections=sessions
+        ),
     )
 
 

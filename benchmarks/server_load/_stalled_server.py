@@ -14,7 +14,16 @@ from typing import Final
 
 import trio
 
-from agent_server import ServerConfig, ServerHandle, serve
+from agent_server import (
+    LimitsConfig,
+    NetworkConfig,
+    ServerConfig,
+    ServerHandle,
+    StorageConfig,
+    WorkspaceConfig,
+)
+from agent_server._config import ServerHooks
+from agent_server._server import serve_with_hooks
 from harness_kernel.models import ModelEvent, ModelRequest, TextDeltaFrame
 from harness_kernel.runtime import MinimalAgentRuntime, RunInput, RunStream
 from harness_kernel.store import SqliteSessionStore
@@ -114,14 +123,15 @@ async def serve_stalled(db: Path, root: Path, trace: bool) -> None:
         tracemalloc.start(12)
     async with SqliteSessionStore(db) as store:
         config = ServerConfig(
-            port=0,
-            workspace_root=str(root),
-            session_store=store,
-            runtime=lambda: FloodRuntime(_report),
-            max_message_bytes=STALL_MESSAGE_BYTES,
+            network=NetworkConfig(port=0),
+            storage=StorageConfig(session_store=store),
+            workspace=WorkspaceConfig(workspace_root=str(root)),
+            limits=LimitsConfig(max_message_bytes=STALL_MESSAGE_BYTES),
         )
+        # The flooding runtime is a test seam, not configuration: it goes in the server's hooks.
+        hooks = ServerHooks(runtime=lambda: FloodRuntime(_report))
         async with trio.open_nursery() as nursery:
-            handle: ServerHandle = await nursery.start(serve, config)
+            handle: ServerHandle = await nursery.start(serve_with_hooks, config, hooks)
             print(f"agent-server: {handle.url}?token={handle.token}", flush=True)
             await _obey_commands(trace)
             await handle.aclose()

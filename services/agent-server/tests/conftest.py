@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -16,7 +17,9 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection
 from wsproto.events import AcceptConnection, CloseConnection, Event, Request, TextMessage
 
-from agent_server import ServerConfig, ServerHandle, ToolProviderContext, serve
+from agent_server import ServerConfig, ServerHandle, ToolProviderContext
+from agent_server._config import ServerHooks
+from agent_server._server import serve_with_hooks
 from agent_server.client import AcpClient, JsonObject
 from harness_kernel.models import FakeModel, ScriptedTurn, ToolCall
 from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
@@ -174,6 +177,28 @@ async def wait_for_closed_row(store: SessionStore, session_id: str) -> None:
             await trio.sleep(0.01)
 
 
+def nested_config(**settings: Any) -> tuple[ServerConfig, ServerHooks]:
+    """A :class:`ServerConfig` and :class:`ServerHooks` from settings named by their field alone.
+
+    Every field name is unique across the records, so a test says ``max_sessions=2`` and this
+    puts it in ``limits``; a name no record has fails the test.
+    """
+    records: dict[str, type[Any]] = {
+        item.name: type(getattr(ServerConfig(), item.name)) for item in dataclasses.fields(ServerConfig)
+    }
+    owner = {
+        item.name: record_name
+        for record_name, record in (*records.items(), ("hooks", ServerHooks))
+        for item in dataclasses.fields(record)
+    }
+    grouped: dict[str, dict[str, Any]] = {name: {} for name in (*records, "hooks")}
+    for name, value in settings.items():
+        grouped[owner[name]][name] = value
+    hooks = ServerHooks(**grouped.pop("hooks"))
+    built = {name: records[name](**values) for name, values in grouped.items()}
+    return ServerConfig(**built), hooks
+
+
 class ServerFactory:
     """Starts servers rooted at ``<tmp>/root`` with the workspace ``ws``.
 
@@ -206,7 +231,8 @@ class ServerFactory:
                 del settings["db_path"]
                 settings["session_store"] = await stack.enter_async_context(MemorySessionStore())
             nursery = await stack.enter_async_context(trio.open_nursery())
-            handle: ServerHandle = await nursery.start(serve, ServerConfig(**settings))
+            config, hooks = nested_config(**settings)
+            handle: ServerHandle = await nursery.start(serve_with_hooks, config, hooks)
             try:
                 yield handle
             finally:
@@ -230,6 +256,7 @@ class ServerFactory:
     raw_websocket = staticmethod(raw_websocket)
     replay_all = staticmethod(replay_all)
     wait_for_closed_row = staticmethod(wait_for_closed_row)
+    nested_config = staticmethod(nested_config)
 
 
 @pytest.fixture(params=["sqlite", "memory"])

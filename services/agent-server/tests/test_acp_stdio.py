@@ -32,7 +32,14 @@ from acp.schema import (
     UserMessageChunk,
 )
 
-from agent_server import ServerConfig
+from agent_server import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    StorageConfig,
+    WorkspaceConfig,
+)
 from agent_server._acp_stdio import SessionLog, run_acp_stdio
 from agent_server._cli import main
 from agent_server._scenario import ScenarioModelFactory
@@ -611,11 +618,11 @@ async def test_a_prompt_after_the_harness_session_ended_runs_in_a_new_one_record
     script = (ScriptedTurn(content="first"), ScriptedTurn(content="second"))
     store = SqliteSessionStore(db)  # the server's store, given so the test can watch it
     config = ServerConfig(
-        port=0,
-        workspace_root=str(tmp_path),
-        session_store=store,
-        models={"fake-model/v1": ScenarioModelFactory(script)},
-        created_session_timeout_ms=1000,  # long enough for the first prompt on a busy machine
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(session_store=store),
+        model=ModelConfig(models={"fake-model/v1": ScenarioModelFactory(script)}),
+        workspace=WorkspaceConfig(workspace_root=str(tmp_path)),
+        limits=LimitsConfig(created_session_timeout_ms=1000),
     )
     to_agent_send, to_agent_receive = trio.testing.memory_stream_one_way_pair()
     from_agent_send, from_agent_receive = trio.testing.memory_stream_one_way_pair()

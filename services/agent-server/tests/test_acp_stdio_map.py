@@ -10,7 +10,14 @@ import pytest
 import trio
 import trio.testing
 
-from agent_server import ServerConfig
+from agent_server import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    StorageConfig,
+    WorkspaceConfig,
+)
 from agent_server._acp_stdio import run_acp_stdio
 from agent_server._acp_stdio_map import MAX_TOOL_TEXT_CHARS, UpdateMapper, stop_reason, tool_kind
 from agent_server._config import DEFAULT_MODEL_NAME
@@ -137,11 +144,11 @@ async def test_a_first_prompt_after_the_servers_idle_timeout_still_runs(tmp_path
     """An editor may open a thread and type minutes later; the server cancels idle sessions."""
     store = MemorySessionStore()  # given so the test can watch the harness session end
     config = ServerConfig(
-        port=0,
-        workspace_root=str(tmp_path),
-        session_store=store,
-        created_session_timeout_ms=1000,  # the fresh harness session outlives a busy gap
-        models={DEFAULT_MODEL_NAME: ScenarioModelFactory([ScriptedTurn(content="hello")])},
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(session_store=store),
+        model=ModelConfig(models={DEFAULT_MODEL_NAME: ScenarioModelFactory([ScriptedTurn(content="hello")])}),
+        workspace=WorkspaceConfig(workspace_root=str(tmp_path)),
+        limits=LimitsConfig(created_session_timeout_ms=1000),
     )
     to_agent, agent_in = trio.testing.memory_stream_one_way_pair()
     agent_out, from_agent = trio.testing.memory_stream_one_way_pair()

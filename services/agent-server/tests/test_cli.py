@@ -13,7 +13,16 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_server import ServerConfig, ServerHandle, serve
+from agent_server import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    ServerHandle,
+    StorageConfig,
+    WorkspaceConfig,
+    serve,
+)
 from agent_server._cli import _parser, build_config, main  # pyright: ignore[reportPrivateUsage]
 from agent_server.client import AcpClientError
 from harness_kernel.runtime import ContextPolicy, InvalidRunInputError
@@ -21,24 +30,32 @@ from harness_kernel.runtime._context import check_context_policy as kernel_check
 
 
 def test_remote_host_without_token_is_refused(tmp_path: Path) -> None:
-    config = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path))
+    config = ServerConfig(
+        network=NetworkConfig(host="0.0.0.0", port=0), workspace=WorkspaceConfig(workspace_root=str(tmp_path))
+    )
     with pytest.raises(ValueError, match="requires an auth token"):
         config.check_serving()
-    tokened = ServerConfig(host="0.0.0.0", port=0, workspace_root=str(tmp_path), auth_token="t" * 32)
+    tokened = ServerConfig(
+        network=NetworkConfig(host="0.0.0.0", port=0, auth_token="t" * 32),
+        workspace=WorkspaceConfig(workspace_root=str(tmp_path)),
+    )
     with pytest.raises(ValueError, match="requires allow_plaintext_remote"):
         tokened.check_serving()
     with pytest.raises(ValueError, match="positive"):
-        ServerConfig(permission_timeout_ms=0)
+        ServerConfig(limits=LimitsConfig(permission_timeout_ms=0))
     with pytest.raises(ValueError, match="allow_plaintext_remote must be a bool"):
-        ServerConfig(allow_plaintext_remote="true")  # pyright: ignore[reportArgumentType]
+        ServerConfig(network=NetworkConfig(allow_plaintext_remote="true"))  # pyright: ignore[reportArgumentType]
 
 
 @pytest.mark.parametrize("value", ["docker", "", "LOCAL", True, ("local",)])
 def test_config_refuses_an_unknown_workspace_adapter(value: object) -> None:
     with pytest.raises(ValueError, match='workspace_adapter must be "local" or "sandbox" or None'):
-        ServerConfig(workspace_adapter=value)  # pyright: ignore[reportArgumentType]
-    assert ServerConfig().workspace_adapter is None
-    assert ServerConfig(workspace_adapter="local").workspace_adapter == "local"
+        ServerConfig(workspace=WorkspaceConfig(workspace_adapter=value))  # pyright: ignore[reportArgumentType]
+    assert ServerConfig().workspace.workspace_adapter is None
+    assert (
+        ServerConfig(workspace=WorkspaceConfig(workspace_adapter="local")).workspace.workspace_adapter
+        == "local"
+    )
 
 
 @pytest.mark.parametrize(
@@ -145,21 +162,21 @@ def test_context_and_resume_flags_configure_every_turn_and_the_start_up(tmp_path
     serve = ["serve", "--workspace-root", str(tmp_path)]
     arguments = _parser().parse_args([*serve, *flags, "--resume-interrupted"])
     config = build_config(arguments, {})
-    assert config.context_policy == ContextPolicy(window_tokens=8000, threshold_tokens=6000)
-    assert config.resume_interrupted is True
+    assert config.model.context_policy == ContextPolicy(window_tokens=8000, threshold_tokens=6000)
+    assert config.storage.resume_interrupted is True
     tuned = [*flags, "--context-tail-messages", "0", "--context-reserve-tokens", "1000"]
     arguments = _parser().parse_args([*serve, *tuned])
     config = build_config(arguments, {})
-    assert config.context_policy == ContextPolicy(
+    assert config.model.context_policy == ContextPolicy(
         window_tokens=8000, threshold_tokens=6000, tail_messages=0, reserve_tokens=1000
     )
-    assert config.resume_interrupted is False
+    assert config.storage.resume_interrupted is False
     plain = build_config(_parser().parse_args(serve), {})
-    assert plain.context_policy is None
+    assert plain.model.context_policy is None
     # The editor adapter takes the model's window too; start-up resumption is serve's alone.
     acp = build_config(_parser().parse_args(["acp", "--workspace-root", str(tmp_path), *flags]), {})
-    assert acp.context_policy == ContextPolicy(window_tokens=8000, threshold_tokens=6000)
-    assert acp.resume_interrupted is False
+    assert acp.model.context_policy == ContextPolicy(window_tokens=8000, threshold_tokens=6000)
+    assert acp.storage.resume_interrupted is False
 
 
 _SIZES = st.one_of(st.integers(min_value=-3, max_value=300), st.sampled_from([2**53 - 1, 2**53]))
@@ -180,7 +197,7 @@ def test_the_server_accepts_exactly_the_context_policies_the_runtime_admits(
     else:
         admitted = True
     try:
-        ServerConfig(context_policy=policy)
+        ServerConfig(model=ModelConfig(context_policy=policy))
     except ValueError:
         accepted = False
     else:
@@ -190,9 +207,9 @@ def test_the_server_accepts_exactly_the_context_policies_the_runtime_admits(
 
 def test_the_context_policy_must_be_the_runtimes_type() -> None:
     with pytest.raises(ValueError, match=r"context_policy must be a harness_kernel\.runtime\.ContextPolicy"):
-        ServerConfig(context_policy={"window_tokens": 10})  # pyright: ignore[reportArgumentType]
+        ServerConfig(model=ModelConfig(context_policy={"window_tokens": 10}))  # pyright: ignore[reportArgumentType]
     with pytest.raises(ValueError, match="resume_interrupted must be a bool"):
-        ServerConfig(resume_interrupted="yes")  # pyright: ignore[reportArgumentType]
+        ServerConfig(storage=StorageConfig(resume_interrupted="yes"))  # pyright: ignore[reportArgumentType]
 
 
 def test_remote_host_is_allowed_with_token_and_plaintext_opt_in(tmp_path: Path) -> None:
@@ -200,10 +217,10 @@ def test_remote_host_is_allowed_with_token_and_plaintext_opt_in(tmp_path: Path) 
     token = "0123456789abcdef" * 2
     environ = {"HARNESS_AGENT_TOKEN": f" {token} ", "HARNESS_AGENT_ALLOW_PLAINTEXT_REMOTE": "true"}
     config = build_config(arguments, environ)
-    assert (config.auth_token, config.allow_plaintext_remote) == (token, True)
-    assert config.port == 8765
+    assert (config.network.auth_token, config.network.allow_plaintext_remote) == (token, True)
+    assert config.network.port == 8765
     moved = build_config(arguments, {**environ, "HARNESS_AGENT_PORT": "9001"})
-    assert moved.port == 9001
+    assert moved.network.port == 9001
 
 
 async def test_scenario_and_tools_flags_configure_the_model_and_catalogue(tmp_path: Path) -> None:
@@ -242,7 +259,7 @@ def test_scenario_flag_accepts_a_json_flow_or_block_list_of_turns(text: str, tmp
     scenario.write_text(text)
     argv = ["serve", "--no-db", "--workspace-root", str(tmp_path), "--scenario", str(scenario)]
     config = build_config(_parser().parse_args(argv), {})
-    model = config.models["fake-model/v1"]()
+    model = config.model.models["fake-model/v1"]()
     assert type(model).__name__ == "FakeModel"
 
 
@@ -272,11 +289,11 @@ async def test_workspace_adapter_flag_or_variable_admits_read_file(tmp_path: Pat
     )
     argv = ["serve", "--port", "0", "--no-db", "--workspace-root", str(tmp_path), "--tools", "echo,read_file"]
     argv += ["--scenario", str(scenario)]
-    assert build_config(_parser().parse_args(argv), {}).workspace_adapter is None
+    assert build_config(_parser().parse_args(argv), {}).workspace.workspace_adapter is None
     from_variable = build_config(_parser().parse_args(argv), {"HARNESS_AGENT_WORKSPACE_ADAPTER": "local"})
-    assert from_variable.workspace_adapter == "local"
+    assert from_variable.workspace.workspace_adapter == "local"
     config = build_config(_parser().parse_args([*argv, "--workspace-adapter", "local"]), {})
-    assert config.workspace_adapter == "local"
+    assert config.workspace.workspace_adapter == "local"
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
         async with handle.connect() as client:

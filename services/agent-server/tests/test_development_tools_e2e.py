@@ -191,9 +191,11 @@ def test_effect_tools_without_isolation_are_refused_at_start_up(tmp_path: Path) 
         config("--tools", "dev", "--allow-host-effects")
     # Reads alone need no opt-in; the opt-in admits the rest on a local adapter.
     assert (
-        config("--tools", "fs.read,fs.list,git.diff", "--workspace-adapter", "local").effects_admitted
+        config(
+            "--tools", "fs.read,fs.list,git.diff", "--workspace-adapter", "local"
+        ).workspace.effects_admitted
         is False
     )
     opted_in = config("--tools", "dev", "--workspace-adapter", "local", "--allow-host-effects")
-    assert opted_in.effects_admitted is True
-    assert opted_in.allow_host_effects is True
+    assert opted_in.workspace.effects_admitted is True
+    assert opted_in.workspace.allow_host_effects is True

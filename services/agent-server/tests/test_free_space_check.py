@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from agent_server import ServerConfig
+from agent_server import NetworkConfig, ServerConfig, StorageConfig, WorkspaceConfig
 from agent_server._errors import StorageFullError
 from agent_server._state import FREE_SPACE_TTL_SECONDS, ServerState
 from harness_kernel.store import MemorySessionStore
@@ -40,7 +40,11 @@ class Disk:
 
 
 def _state(tmp_path: Path, floor: int) -> ServerState:
-    config = ServerConfig(port=0, workspace_root=str(tmp_path), min_free_disk_bytes=floor)
+    config = ServerConfig(
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(min_free_disk_bytes=floor),
+        workspace=WorkspaceConfig(workspace_root=str(tmp_path)),
+    )
     return ServerState(
         config=config, root=str(tmp_path), store=MemorySessionStore(), storage_directory=str(tmp_path)
     )

@@ -27,7 +27,7 @@ from pg_cluster import Cluster, session_cluster
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from agent_server import ServerConfig, ServerHandle, serve
+from agent_server import NetworkConfig, ServerConfig, ServerHandle, StorageConfig, WorkspaceConfig, serve
 from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError, connect
 from harness_kernel.events import create_event
 from harness_kernel.store import SESS_CLOSED, SESS_OWNERSHIP_LOST, SessionStoreError
@@ -228,7 +228,11 @@ async def test_an_unreachable_database_is_a_typed_reply_and_the_server_serves_on
     root = tmp_path / "root"
     (root / "ws").mkdir(parents=True)
     conninfo = postgres.new_database()
-    config = ServerConfig(port=0, workspace_root=str(root), database_url=_url(conninfo))
+    config = ServerConfig(
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(database_url=_url(conninfo)),
+        workspace=WorkspaceConfig(workspace_root=str(root)),
+    )
     async with trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
         async with connect(f"{handle.url}?token={handle.token}") as client:

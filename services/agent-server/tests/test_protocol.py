@@ -35,10 +35,16 @@ def test_public_surface_is_pinned() -> None:
         [
             "PROTOCOL_VERSION",
             "AcpError",
+            "LimitsConfig",
+            "ModelConfig",
+            "NetworkConfig",
             "ServerConfig",
             "ServerHandle",
+            "StorageConfig",
             "ToolProviderContext",
+            "WorkspaceConfig",
             "__version__",
+            "embedded_server",
             "serve",
         ]
     )

@@ -57,7 +57,7 @@ async def test_a_session_on_an_openai_compatible_server_calls_a_tool_and_answers
         arguments = parser().parse_args(["serve", "--no-db", "--workspace-root", str(tmp_path), *flags])
         config = build_config(arguments, {})
         async with (
-            running(models=config.models, tools=catalogue_provider(["echo"])) as handle,
+            running(models=config.model.models, tools=catalogue_provider(["echo"])) as handle,
             handle.connect() as client,
         ):
             hello = await client.initialize()

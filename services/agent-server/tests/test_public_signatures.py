@@ -17,6 +17,7 @@ EXPECTED = {
         "(config: 'ServerConfig', *, "
         "task_status: 'trio.TaskStatus[ServerHandle]' = TASK_STATUS_IGNORED) -> 'None'"
     ),
+    "agent_server:embedded_server": "(config: 'ServerConfig') -> 'AsyncGenerator[ServerHandle]'",
     "agent_server:AcpError.__init__": ("(self, code: 'int', data_code: 'str', message: 'str') -> 'None'"),
 }
 

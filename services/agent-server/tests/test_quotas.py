@@ -8,6 +8,7 @@ never a live one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from agent_server import ServerConfig
+from agent_server import LimitsConfig, StorageConfig
 from agent_server._cli import _parser, build_config  # pyright: ignore[reportPrivateUsage]
 from agent_server._quotas import PrincipalQuotas, apply_retention
 from agent_server.client import AcpClient, AcpClientError
@@ -137,10 +138,15 @@ async def test_the_byte_quota_counts_what_the_store_held_before_the_server_start
 
 
 def test_quota_settings_are_checked() -> None:
-    for name in ("max_sessions_per_principal", "max_stored_bytes_per_principal", "retention_max_bytes"):
+    records: dict[str, Callable[..., object]] = {
+        "max_sessions_per_principal": LimitsConfig,
+        "max_stored_bytes_per_principal": LimitsConfig,
+    }
+    records |= {"retention_max_bytes": StorageConfig}
+    for name, record in records.items():
         for bad in (0, -1, "1", 1.5, True):
             with pytest.raises(ValueError, match=name):
-                ServerConfig(**{name: bad})  # pyright: ignore[reportArgumentType]
+                record(**{name: bad})
 
 
 # ------------------------------------------------------------------ retention
@@ -211,24 +217,27 @@ async def test_the_server_applies_the_size_retention_to_what_the_store_held_at_s
 def test_serve_sets_the_quotas_from_flags_or_variables_the_flag_first(tmp_path: Path) -> None:
     argv = ["serve", "--workspace-root", str(tmp_path)]
     plain = build_config(_parser().parse_args(argv), {})
-    assert (plain.max_sessions_per_principal, plain.max_stored_bytes_per_principal) == (None, None)
-    assert (plain.retention_days, plain.retention_max_bytes) == (30, None)
+    assert (plain.limits.max_sessions_per_principal, plain.limits.max_stored_bytes_per_principal) == (
+        None,
+        None,
+    )
+    assert (plain.storage.retention_days, plain.storage.retention_max_bytes) == (30, None)
     environ = {
         "HARNESS_AGENT_MAX_SESSIONS_PER_PRINCIPAL": "8",
         "HARNESS_AGENT_MAX_STORED_BYTES_PER_PRINCIPAL": "1048576",
         "HARNESS_AGENT_RETENTION_MAX_BYTES": "1073741824",
     }
     from_variables = build_config(_parser().parse_args(argv), environ)
-    assert from_variables.max_sessions_per_principal == 8
-    assert from_variables.max_stored_bytes_per_principal == 1_048_576
-    assert from_variables.retention_max_bytes == 1_073_741_824
+    assert from_variables.limits.max_sessions_per_principal == 8
+    assert from_variables.limits.max_stored_bytes_per_principal == 1_048_576
+    assert from_variables.storage.retention_max_bytes == 1_073_741_824
     flags = [*argv, "--max-sessions-per-principal", "2", "--max-stored-bytes-per-principal", "5"]
     from_flags = build_config(_parser().parse_args([*flags, "--retention-max-bytes", "7"]), environ)
-    assert from_flags.max_sessions_per_principal == 2
-    assert from_flags.max_stored_bytes_per_principal == 5
-    assert from_flags.retention_max_bytes == 7
+    assert from_flags.limits.max_sessions_per_principal == 2
+    assert from_flags.limits.max_stored_bytes_per_principal == 5
+    assert from_flags.storage.retention_max_bytes == 7
     acp = build_config(_parser().parse_args(["acp", "--workspace-root", str(tmp_path)]), {})
-    assert acp.max_sessions_per_principal is None
+    assert acp.limits.max_sessions_per_principal is None
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "1e3", " 5", "", "9" * 40])

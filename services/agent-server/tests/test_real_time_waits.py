@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_server import ServerConfig
+from agent_server import LimitsConfig, ServerConfig
 from agent_server._cli import _parser, build_config, main  # pyright: ignore[reportPrivateUsage]
 from agent_server._environment import parse_outbound_stall_ms, read_environment
 
@@ -21,14 +21,14 @@ STALL_MESSAGE = "must be an integer from 10 to 600000"
 VARIABLE = "HARNESS_AGENT_OUTBOUND_STALL_MS"
 
 
-def _config_with(name: str, value: object) -> ServerConfig:
+def _config_with(name: str, value: object) -> LimitsConfig:
     options: dict[str, Any] = {name: value}
-    return ServerConfig(**options)
+    return ServerConfig(limits=LimitsConfig(**options)).limits
 
 
 def test_the_waits_default_to_a_five_second_stall_and_a_one_second_grace() -> None:
     config = ServerConfig()
-    assert (config.outbound_stall_ms, config.close_grace_ms) == (5_000, 1_000)
+    assert (config.limits.outbound_stall_ms, config.limits.close_grace_ms) == (5_000, 1_000)
 
 
 @pytest.mark.parametrize(("name", "low", "high"), WAITS)
@@ -80,11 +80,11 @@ def test_the_flag_and_the_variable_accept_exactly_ascii_digits_naming_10_to_6000
 
 def test_the_flag_overrides_the_variable_which_overrides_the_default(tmp_path: Path) -> None:
     serve = ["serve", "--no-db", "--workspace-root", str(tmp_path)]
-    assert build_config(_parser().parse_args(serve), {}).outbound_stall_ms == 5_000
-    assert build_config(_parser().parse_args(serve), {VARIABLE: "250"}).outbound_stall_ms == 250
+    assert build_config(_parser().parse_args(serve), {}).limits.outbound_stall_ms == 5_000
+    assert build_config(_parser().parse_args(serve), {VARIABLE: "250"}).limits.outbound_stall_ms == 250
     flagged = _parser().parse_args([*serve, "--outbound-stall-ms", "40"])
-    assert build_config(flagged, {VARIABLE: "250"}).outbound_stall_ms == 40
-    assert build_config(flagged, {}).outbound_stall_ms == 40
+    assert build_config(flagged, {VARIABLE: "250"}).limits.outbound_stall_ms == 40
+    assert build_config(flagged, {}).limits.outbound_stall_ms == 40
 
 
 @pytest.mark.parametrize("value", ["9", "600001", "-5", "1.5", "1e3", " 100", "٣٠٠", ""])

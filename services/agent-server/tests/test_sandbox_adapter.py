@@ -18,7 +18,7 @@ import pytest
 import trio
 from sandbox_helpers import HostTestEngine, engine_unavailable_reason
 
-from agent_server import ServerConfig, ToolProviderContext
+from agent_server import LimitsConfig, ServerConfig, ToolProviderContext, WorkspaceConfig
 from agent_server._cli import _parser as parser  # pyright: ignore[reportPrivateUsage]
 from agent_server._cli import build_config
 from agent_server.client import AcpClient, AcpClientError, JsonObject
@@ -199,15 +199,15 @@ async def test_an_engine_that_cannot_start_refuses_the_session_with_its_reason(
 
 def test_the_sandbox_adapter_needs_an_engine_and_an_engine_needs_the_sandbox_adapter(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="sandbox_engine is required"):
-        ServerConfig(workspace_root=str(tmp_path), workspace_adapter="sandbox")
+        ServerConfig(workspace=WorkspaceConfig(workspace_root=str(tmp_path), workspace_adapter="sandbox"))
     with pytest.raises(ValueError, match="sandbox_engine is required"):
-        ServerConfig(workspace_root=str(tmp_path), sandbox_engine=HostTestEngine())
+        ServerConfig(workspace=WorkspaceConfig(workspace_root=str(tmp_path), sandbox_engine=HostTestEngine()))
     with pytest.raises(ValueError, match="sandbox_limits"):
         ServerConfig(
-            workspace_root=str(tmp_path),
-            workspace_adapter="sandbox",
-            sandbox_engine=HostTestEngine(),
-            sandbox_limits={"pids": 1},  # pyright: ignore[reportArgumentType]
+            workspace=WorkspaceConfig(
+                workspace_root=str(tmp_path), workspace_adapter="sandbox", sandbox_engine=HostTestEngine()
+            ),
+            limits=LimitsConfig(sandbox_limits={"pids": 1}),  # pyright: ignore[reportArgumentType]
         )
 
 
@@ -219,11 +219,11 @@ def test_the_cli_builds_the_chosen_engine_and_refuses_what_does_not_fit(tmp_path
 
     image = "sha256:" + "a" * 64
     docker = config("--workspace-adapter", "sandbox", "--sandbox-image", image, "--sandbox-memory", "256")
-    assert type(docker.sandbox_engine).__name__ == "DockerEngine"
-    assert docker.sandbox_limits == SandboxLimits(memory_bytes=256 * 1024 * 1024)
+    assert type(docker.workspace.sandbox_engine).__name__ == "DockerEngine"
+    assert docker.limits.sandbox_limits == SandboxLimits(memory_bytes=256 * 1024 * 1024)
     light = config("--workspace-adapter", "sandbox", "--sandbox-engine", "bubblewrap", "--sandbox-pids", "64")
-    assert type(light.sandbox_engine).__name__ == "BubblewrapEngine"
-    assert light.sandbox_limits == SandboxLimits(pids=64)
+    assert type(light.workspace.sandbox_engine).__name__ == "BubblewrapEngine"
+    assert light.limits.sandbox_limits == SandboxLimits(pids=64)
     for flags, message in (
         (("--sandbox-image", image), "--sandbox-image need --workspace-adapter sandbox"),
         (("--workspace-adapter", "sandbox"), "needs --sandbox-image"),

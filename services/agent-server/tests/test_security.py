@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trio
 
-from agent_server import ServerConfig
+from agent_server import NetworkConfig, ServerConfig, WorkspaceConfig
 from agent_server.client import AcpClientError, HandshakeRejectedError, connect
 from harness_kernel.store import SessionStoreError, SqliteSessionStore
 
@@ -58,16 +58,15 @@ def test_weak_or_malformed_tokens_are_refused_for_every_bind(token: str, tmp_pat
     for host in ("127.0.0.1", "0.0.0.0"):
         with pytest.raises(ValueError, match="auth token must"):
             ServerConfig(
-                host=host, workspace_root=str(tmp_path), auth_token=token, allow_plaintext_remote=True
+                network=NetworkConfig(host=host, auth_token=token, allow_plaintext_remote=True),
+                workspace=WorkspaceConfig(workspace_root=str(tmp_path)),
             )
 
 
 def test_a_remote_bind_accepts_a_128_bit_token(tmp_path: Path) -> None:
     config = ServerConfig(
-        host="0.0.0.0",
-        workspace_root=str(tmp_path),
-        auth_token="0123456789abcdef" * 2,
-        allow_plaintext_remote=True,
+        network=NetworkConfig(host="0.0.0.0", auth_token="0123456789abcdef" * 2, allow_plaintext_remote=True),
+        workspace=WorkspaceConfig(workspace_root=str(tmp_path)),
     )
     assert config.check_serving() == str(tmp_path.resolve())
 

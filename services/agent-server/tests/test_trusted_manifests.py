@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sandbox_helpers import git_repository
 
-from agent_server import ServerConfig
+from agent_server import ServerConfig, WorkspaceConfig
 from agent_server._catalogue import catalogue_provider
 from agent_server._cli import _parser as parser  # pyright: ignore[reportPrivateUsage]
 from agent_server._cli import build_config
@@ -251,12 +251,16 @@ async def test_an_operator_tasks_folder_is_the_only_source_when_configured(
 def test_a_tasks_folder_inside_the_workspace_root_or_missing_is_refused_at_start_up(tmp_path: Path) -> None:
     (tmp_path / "tasks").mkdir()
     with pytest.raises(ValueError, match="outside the workspace root"):
-        ServerConfig(workspace_root=str(tmp_path), tasks_dir=str(tmp_path / "tasks")).check_serving()
+        ServerConfig(
+            workspace=WorkspaceConfig(workspace_root=str(tmp_path), tasks_dir=str(tmp_path / "tasks"))
+        ).check_serving()
     with pytest.raises(ValueError, match="must be an existing directory"):
-        ServerConfig(workspace_root=str(tmp_path), tasks_dir=str(tmp_path / "missing")).check_serving()
+        ServerConfig(
+            workspace=WorkspaceConfig(workspace_root=str(tmp_path), tasks_dir=str(tmp_path / "missing"))
+        ).check_serving()
     for base in ("", "-c", "a\x00b"):
         with pytest.raises(ValueError, match="task_base"):
-            ServerConfig(task_base=base)
+            ServerConfig(workspace=WorkspaceConfig(task_base=base))
 
 
 def git(repository: Path, *arguments: str, stdin: str | None = None) -> str:
@@ -285,8 +289,12 @@ def test_serve_flags_name_the_manifest_source(tmp_path: Path) -> None:
         return build_config(arguments, {})
 
     default = config()
-    assert (default.tasks_dir, default.task_base, default.load_manifest) == (None, "HEAD", None)
+    assert (default.workspace.tasks_dir, default.workspace.task_base, default.workspace.load_manifest) == (
+        None,
+        "HEAD",
+        None,
+    )
     chosen = config("--tasks-dir", str(tasks), "--task-base", "refs/heads/main")
-    assert (chosen.tasks_dir, chosen.task_base) == (str(tasks), "refs/heads/main")
+    assert (chosen.workspace.tasks_dir, chosen.workspace.task_base) == (str(tasks), "refs/heads/main")
     with pytest.raises(ValueError, match="outside the workspace root"):
         config("--tasks-dir", str(root))

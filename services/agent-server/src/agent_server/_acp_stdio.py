@@ -17,7 +17,6 @@ prompt had its own harness session load the same way.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -33,11 +32,12 @@ import trio
 from agent_server._acp_stdio_map import UpdateMapper, stop_reason
 from agent_server._acp_stdio_rpc import PeerError, RpcError, StdioPeer
 from agent_server._config import ServerConfig
-from agent_server._server import EMBEDDED_IDLE_MS, ServerHandle, embedded_server, private_config
+from agent_server._embedded import embedded_server
+from agent_server._server import ServerHandle
 from agent_server._version import __version__
 from agent_server.client import AcpClient, AcpClientError, ConnectionClosedError
 
-__all__ = ["PROTOCOL_VERSION", "SessionLog", "embedded_config", "run_acp_stdio", "run_stdio_process"]
+__all__ = ["PROTOCOL_VERSION", "SessionLog", "run_acp_stdio", "run_stdio_process"]
 
 JsonObject = dict[str, Any]
 
@@ -465,8 +465,8 @@ async def run_acp_stdio(
     """Serve ACP on ``receive``/``send`` until the input ends, then stop the embedded server.
 
     Args:
-        config: The embedded server's :class:`~agent_server.ServerConfig` (loopback, port 0,
-            no token: ``serve`` generates an ephemeral one).
+        config: The embedded server's :class:`~agent_server.ServerConfig`, served by
+            :func:`~agent_server.embedded_server` (loopback, any port, an ephemeral token).
         receive: The client's messages (stdin).
         send: This agent's messages (stdout, carrying nothing else).
         session_log: Where ACP sessions record their harness sessions, or ``None`` without
@@ -492,16 +492,6 @@ async def run_acp_stdio(
     return 0
 
 
-def embedded_config(config: ServerConfig) -> ServerConfig:
-    """``serve``'s configuration made private to this process: loopback, any free port, a fresh
-    token, and idle sessions kept a day (the editor's sessions are this process's only ones).
-
-    The session workspace is the ``cwd`` the editor sends, so the root is the filesystem root
-    unless ``--workspace-root`` narrowed it; tools stay rooted at the session's own workspace.
-    """
-    return dataclasses.replace(private_config(config), created_session_timeout_ms=EMBEDDED_IDLE_MS)
-
-
 def run_stdio_process(config: ServerConfig) -> int:
     """Serve ACP on this process's stdin and stdout; log to stderr. Returns the exit status.
 
@@ -515,8 +505,8 @@ def run_stdio_process(config: ServerConfig) -> int:
     os.dup2(2, 1)
     log = (
         None
-        if config.db_path is None or not config.persistence
-        else SessionLog(config.db_path + ".acp-sessions.jsonl")
+        if config.storage.db_path is None or not config.storage.persistence
+        else SessionLog(config.storage.db_path + ".acp-sessions.jsonl")
     )
 
     async def main() -> int:

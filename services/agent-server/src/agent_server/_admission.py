@@ -54,7 +54,7 @@ class Admission:
             AcpError: ``-32012``, ``-32014`` or ``-32024`` at the connection's, the server's
                 or the principal's cap.
         """
-        if self._created >= self._config.max_sessions_per_connection:
+        if self._created >= self._config.limits.max_sessions_per_connection:
             raise SessionLimitError()
         self._state.reserve_session()
         try:
@@ -82,10 +82,10 @@ class Admission:
             await self._state.check_storage()
             self._state.quotas.check_stored(self._principal)
             workspace = await trio.to_thread.run_sync(resolve_workspace, self._state.root, params.workspace)
-            model_name = params.model if params.model is not None else self._config.chosen_default_model
-            if model_name is None or model_name not in self._config.models:
+            model_name = params.model if params.model is not None else self._config.model.chosen_default_model
+            if model_name is None or model_name not in self._config.model.models:
                 raise InvalidParamsError("unknown model")
-            session_id = self._config.new_id("sess")
+            session_id = self._state.hooks.new_id("sess")
             if session_id in self._state.active_session_ids:
                 raise RuntimeError("session id collision")
             session = await build_session(self._config, session_id, workspace, model_name, params.task_id)

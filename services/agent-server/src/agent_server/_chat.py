@@ -13,13 +13,12 @@ A read interrupted by Ctrl-C is kept, not lost: the next read takes its line.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import suppress
+from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
@@ -28,9 +27,9 @@ import trio
 
 from agent_server._chat_cli import ACTION_CLASSES, ChatOptions, chat_options
 from agent_server._chat_view import Style, Transcript, terminal_safe
-from agent_server._cli import build_config
+from agent_server._cli_config import build_embedded_config
 from agent_server._config import ServerConfig
-from agent_server._server import EMBEDDED_IDLE_MS, ServerHandle, private_config, serve
+from agent_server._embedded import embedded_server
 from agent_server.client import (
     AcpClient,
     AcpClientError,
@@ -354,40 +353,12 @@ class Chat:
             self._status = self._status or 1
 
 
-def embedded_config(
-    arguments: argparse.Namespace, options: ChatOptions, environ: dict[str, str]
-) -> ServerConfig:
-    """``serve``'s configuration from chat's flags: 127.0.0.1, an ephemeral port and token.
-
-    Raises:
-        ValueError: what ``serve`` would refuse for the same flags.
-    """
-    assert options.root is not None
-    values = vars(arguments) | {
-        "host": "127.0.0.1",
-        "port": 0,
-        "workspace_root": options.root,
-        "no_db": arguments.db is None,
-        "token_file": None,
-        "readiness_path": None,
-        # The embedded server keeps its sessions in SQLite, whatever HARNESS_DATABASE_URL says.
-        "store": "sqlite",
-        "database_url": None,
-        "session_lease_seconds": 30,
-    }
-    config = build_config(argparse.Namespace(**values), environ)
-    # No configured token: serve generates one for this process and hands it out on its handle.
-    # The chat's one session waits for its user as long as a day (issue #23).
-    return dataclasses.replace(private_config(config), created_session_timeout_ms=EMBEDDED_IDLE_MS)
-
-
 async def _chat(options: ChatOptions, config: ServerConfig | None, out: TextIO, err: TextIO) -> int:
-    async with trio.open_nursery() as nursery:
-        handle: ServerHandle | None = None
+    async with AsyncExitStack() as stack:
         url, token = options.url, options.token
         if config is not None:
-            started: ServerHandle = await nursery.start(serve, config)
-            handle, url, token = started, started.url, started.token
+            handle = await stack.enter_async_context(embedded_server(config))
+            url, token = handle.url, handle.token
         assert url is not None
         status = 1
         try:
@@ -403,9 +374,6 @@ async def _chat(options: ChatOptions, config: ServerConfig | None, out: TextIO, 
         except* (OSError, AcpClientError, ConnectionClosedError) as group:
             for error in group.exceptions:
                 print(f"agent-server chat: error: {error}", file=err)
-        finally:
-            if handle is not None:
-                await handle.aclose()
     return status
 
 
@@ -432,7 +400,9 @@ def run_chat(arguments: argparse.Namespace, defaults: argparse.Namespace, enviro
     """
     try:
         options = chat_options(arguments, defaults, environ)
-        config = None if options.url is not None else embedded_config(arguments, options, environ)
+        config = None
+        if options.root is not None:
+            config = build_embedded_config(arguments, environ, workspace_root=options.root)
     except ValueError as error:
         print(f"agent-server chat: error: {error}", file=sys.stderr)
         return 2

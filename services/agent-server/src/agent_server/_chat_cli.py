@@ -17,6 +17,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from agent_server._auth import read_token_file
+from agent_server._settings import chat_dests
 
 __all__ = ["ACTION_CLASSES", "ChatOptions", "add_chat_flags", "chat_options"]
 
@@ -31,18 +32,8 @@ _YES_TO: Final = (*ACTION_CLASSES, "all")
 # Chat's own destinations; every other one comes from serve.
 _OWN: Final = frozenset({"command", "url", "workspace", "yes_to"})
 # serve flags for a listening server: chat's embedded server always listens on 127.0.0.1, port 0.
-_LISTENER_ONLY: Final = frozenset(
-    {
-        "host",
-        "port",
-        "workspace_root",
-        "allow_plaintext_remote",
-        "allow_origin",
-        "readiness_path",
-        "resume_interrupted",
-    }
-)
-_TOKEN: Final = frozenset({"token_file", "token_env"})
+_LISTENER_ONLY: Final = chat_dests("listener")
+_TOKEN: Final = chat_dests("connection")
 # The defaults chat changes: one command gives an agent that can read the current repository.
 _CHAT_DEFAULTS: Final = {"tools": "fs.read,fs.list,git.diff", "workspace_adapter": "local"}
 

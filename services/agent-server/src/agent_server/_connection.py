@@ -87,7 +87,7 @@ class AcpConnection:
         self._principal = principal
         self._sessions = SessionManager(state, send, nursery, principal=principal)
         self._initialized = False
-        self._in_flight = trio.Semaphore(state.config.max_sessions_per_connection + _REQUEST_MARGIN)
+        self._in_flight = trio.Semaphore(state.config.limits.max_sessions_per_connection + _REQUEST_MARGIN)
 
     async def receive(self, text: str) -> None:
         """Accept one text message; waits (so the socket is not read) while too many requests run."""
@@ -151,7 +151,7 @@ class AcpConnection:
             capabilities=ServerCapabilities(
                 streaming=True, permissioning=True, sessions=self._state.persistent
             ),
-            models=list(self._state.config.model_names),
+            models=list(self._state.config.model.model_names),
         )
 
     async def _dispatch(self, request: Request) -> msgspec.Struct:

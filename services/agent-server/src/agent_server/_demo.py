@@ -16,9 +16,17 @@ from typing import Any, Final
 import trio
 
 from agent_server._catalogue import TOOL_CATALOGUE
-from agent_server._config import DEFAULT_MODEL_NAME, ServerConfig, ToolProviderContext
+from agent_server._config import (
+    DEFAULT_MODEL_NAME,
+    ModelConfig,
+    ServerConfig,
+    StorageConfig,
+    ToolProviderContext,
+    WorkspaceConfig,
+)
+from agent_server._embedded import embedded_server
 from agent_server._scenario import ScenarioModelFactory
-from agent_server._server import ServerHandle, embedded_server
+from agent_server._server import ServerHandle
 from agent_server.client import AcpClient, AcpClientError, JsonObject
 from harness_kernel.models import ScriptedTurn, ToolCall
 from harness_tools import Tool
@@ -185,25 +193,20 @@ async def run_demo() -> int:
         for name in (_PLAIN, _WITH_FILES):
             os.makedirs(os.path.join(root, name))
         config = ServerConfig(
-            host="127.0.0.1",
-            port=0,
-            workspace_root=root,
-            db_path=os.path.join(scratch, "state", "sessions.sqlite"),
-            models={DEFAULT_MODEL_NAME: ScenarioModelFactory(_SCRIPT)},
-            tools=_demo_tools,
+            storage=StorageConfig(db_path=os.path.join(scratch, "state", "sessions.sqlite")),
+            model=ModelConfig(models={DEFAULT_MODEL_NAME: ScenarioModelFactory(_SCRIPT)}),
+            workspace=WorkspaceConfig(workspace_root=root, tools=_demo_tools),
         )
         await _with_server(config, _session)
 
         local_root = _local_root(scratch)
         print("\nwith workspace_adapter='local' (agent-server serve --workspace-adapter local):")
         local_config = ServerConfig(
-            host="127.0.0.1",
-            port=0,
-            workspace_root=local_root,
-            db_path=os.path.join(scratch, "state", "local.sqlite"),
-            workspace_adapter="local",
-            models={DEFAULT_MODEL_NAME: ScenarioModelFactory(_LOCAL_SCRIPT)},
-            tools=_read_file_only,
+            storage=StorageConfig(db_path=os.path.join(scratch, "state", "local.sqlite")),
+            model=ModelConfig(models={DEFAULT_MODEL_NAME: ScenarioModelFactory(_LOCAL_SCRIPT)}),
+            workspace=WorkspaceConfig(
+                workspace_root=local_root, workspace_adapter="local", tools=_read_file_only
+            ),
         )
         await _with_server(local_config, _local_session)
     print("\ndemo finished")

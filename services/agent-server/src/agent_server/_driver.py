@@ -190,13 +190,13 @@ class TurnDriver:
     async def _run_limit_timer(self, session: Session, scope: trio.CancelScope) -> None:
         """Abort the turn once it has run for ``max_run_ms`` (pending permissions are denied)."""
         with scope:
-            await trio.sleep(self._config.max_run_ms / 1000)
+            await trio.sleep(self._config.limits.max_run_ms / 1000)
             _log.warning("session %s reached its run time limit", session.id)
             session.run_limit_reached = True
             session.stop(NOTE_RUN_TIME_LIMIT)
 
     def _run_limit_error(self) -> RunTimeLimitError:
-        seconds = self._config.max_run_ms / 1000
+        seconds = self._config.limits.max_run_ms / 1000
         return RunTimeLimitError(f"the run was stopped after its limit of {seconds:g} s")
 
     async def _drive(self, session: Session, start: Callable[[], Awaitable[RunStream]]) -> PromptResult:

@@ -54,12 +54,12 @@ class TurnInputs:
         prelude = self._recorder.created_event(session) if prompted else None
         if session.conversation is not None:
             return session.conversation
-        model = self._config.models[session.model_name]()
+        model = self._config.model.models[session.model_name]()
         # A one-shot model names itself in the audit trail; a streaming adapter goes by its
         # configured name.
         name: object = getattr(model, "name", None)
         session.conversation = Conversation(
-            runtime=self._config.runtime(),
+            runtime=self._state.hooks.runtime(),
             events=self._recorder.run_events(session, prelude=prelude),
             model=adapt_model(model),
             model_name=name if type(name) is str and name else session.model_name,
@@ -70,9 +70,9 @@ class TurnInputs:
         """The input of a prompt's turn: new run and turn ids, the prompt's content and limits."""
         budget = _budget(session, params.max_model_tokens, params.max_tool_calls)
         return RunInput(
-            run_id=self._config.new_id("run"),
+            run_id=self._state.hooks.new_id("run"),
             session_id=session.id,
-            turn_id=self._config.new_id("turn"),
+            turn_id=self._state.hooks.new_id("turn"),
             input=params.content,
             **self._parts(session, conversation, budget),
             checkpoints=True,
@@ -86,7 +86,7 @@ class TurnInputs:
             session_id=session.id,
             sessions=self._state.store,
             owner_id=self._owner_id,
-            lease_ms=self._config.session_lease_ms,
+            lease_ms=self._config.limits.session_lease_ms,
             **self._parts(session, conversation, _budget(session, None, None)),
             resend_uncertain=resend_uncertain,
         )
@@ -104,8 +104,8 @@ class TurnInputs:
             workspace=session.adapter,
             signal=session.abort.signal,
             now=self._recorder.timestamp,
-            new_id=self._config.new_id,
-            context_policy=self._config.context_policy,
+            new_id=self._state.hooks.new_id,
+            context_policy=self._config.model.context_policy,
         )
 
 

@@ -55,7 +55,7 @@ class Leases:
             task_id=session.task_id,
             metadata=metadata,
             owner_id=self._owner_id,
-            lease_ms=self._config.session_lease_ms,
+            lease_ms=self._config.limits.session_lease_ms,
         )
         if record.lease is None or record.lease.owner_id != self._owner_id:
             raise RuntimeError("session row belongs to another owner")
@@ -65,7 +65,7 @@ class Leases:
 
         A failed renewal marks the session's persistence failed and aborts its turn.
         """
-        store, lease_ms = self._state.store, self._config.session_lease_ms
+        store, lease_ms = self._state.store, self._config.limits.session_lease_ms
         interval = max(0.5, lease_ms / 3000)
         with session.lease_scope:
             while True:

@@ -79,7 +79,7 @@ class Lifecycle:
     async def _idle_timer(self, session: Session, scope: trio.CancelScope) -> None:
         try:
             with scope:
-                await trio.sleep(self._config.created_session_timeout_ms / 1000)
+                await trio.sleep(self._config.limits.created_session_timeout_ms / 1000)
                 if session.state in WAITING:
                     session.stop(NOTE_CANCELED)
                     await self.finish(session)

@@ -59,7 +59,7 @@ class Operator:
         pending = session.pending.get(permission_id)
         if pending is None:
             pending = session.pending[permission_id] = PendingPermission()
-        with trio.move_on_after(self._config.permission_timeout_ms / 1000):
+        with trio.move_on_after(self._config.limits.permission_timeout_ms / 1000):
             await pending.done.wait()
         if pending.resolution is None:
             session.resolve_pending(permission_id, PermissionResolution("deny", NOTE_TIMED_OUT))

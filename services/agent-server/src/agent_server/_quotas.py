@@ -53,12 +53,12 @@ class PrincipalQuotas:
     @classmethod
     def of(cls, config: ServerConfig) -> PrincipalQuotas:
         """The quotas ``config`` sets (the session quota's fair share among its principals)."""
-        quota = config.max_sessions_per_principal
+        quota = config.limits.max_sessions_per_principal
         if quota is None:
-            tokens = config.configured_tokens()
-            quota = max(1, config.max_sessions // (1 if tokens is None else len(tokens)))
-        limit = config.max_stored_bytes_per_principal
-        counting = limit is not None or config.retention_max_bytes is not None
+            tokens = config.network.configured_tokens()
+            quota = max(1, config.limits.max_sessions // (1 if tokens is None else len(tokens)))
+        limit = config.limits.max_stored_bytes_per_principal
+        counting = limit is not None or config.storage.retention_max_bytes is not None
         return cls(max_sessions=quota, max_stored_bytes=limit, counting=counting)
 
     def reserve(self, principal: str) -> None:

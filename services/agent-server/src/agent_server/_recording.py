@@ -50,14 +50,14 @@ class Recorder:
 
     def timestamp(self) -> str:
         """The configured clock's time as an event timestamp."""
-        return format_timestamp(self._config.now())
+        return format_timestamp(self._state.hooks.now())
 
     def created_event(self, session: Session) -> Event:
         """The ``session.created`` event stored with the session's first turn."""
         return create_event(
             "session.created",
             SessionCreatedData(session_id=session.id, workspace=session.workspace),
-            event_id=self._config.new_id("evt"),
+            event_id=self._state.hooks.new_id("evt"),
             at=self.timestamp(),
             actor="kernel",
         )
@@ -96,7 +96,7 @@ class Recorder:
         return create_event(
             "error",
             ErrorData(code="EVENT_REDACTION_FAILED", message="event redaction failed", retryable=False),
-            event_id=self._config.new_id("evt"),
+            event_id=self._state.hooks.new_id("evt"),
             at=self.timestamp(),
             actor="agent-server",
         )

@@ -58,7 +58,7 @@ def restorable_lease(state: ServerState, record: SessionRecord) -> SessionLease:
     if (
         metadata.get("kind") != "agent-session"
         or not inside
-        or metadata.get("modelName") not in state.config.models
+        or metadata.get("modelName") not in state.config.model.models
         or lease is None
         or lease.expires_at is None
     ):
@@ -113,7 +113,7 @@ async def _settle(state: ServerState, record: SessionRecord, size: int, after_se
             "outcome": "interrupted",
             "note": _INTERRUPTED_NOTE,
         },
-        event_id=state.config.new_id("evt"),
+        event_id=state.hooks.new_id("evt"),
         at=format_timestamp(await state.clock()),
         actor="agent-server",
     )

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import hashlib
 import importlib
 import json
 import logging
 import os
 import resource
-from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Final, cast
 from urllib.parse import parse_qs, urlsplit
@@ -22,7 +21,7 @@ import trio
 from wsproto.utilities import generate_accept_token
 
 from agent_server._auth import DEFAULT_PRINCIPAL, Authenticator, FailureThrottle, generate_token
-from agent_server._config import ServerConfig
+from agent_server._config import ServerConfig, ServerHooks
 from agent_server._connection import AcpConnection
 from agent_server._quotas import apply_retention
 from agent_server._resume import InterruptedSessions
@@ -32,13 +31,11 @@ from agent_server.client import AcpClient, connect
 from harness_kernel.store import MemorySessionStore, SessionStore, SqliteSessionStore
 
 __all__ = [
-    "EMBEDDED_IDLE_MS",
     "ServerHandle",
     "default_db_path",
     "default_token_path",
-    "embedded_server",
-    "private_config",
     "serve",
+    "serve_with_hooks",
 ]
 
 _log: Final = logging.getLogger("agent_server")
@@ -219,10 +216,13 @@ class _Server:
     async def run(self) -> None:
         try:
             async with trio.open_nursery() as connections:
-                if self._config.retention_days is not None or self._config.retention_max_bytes is not None:
+                if (
+                    self._config.storage.retention_days is not None
+                    or self._config.storage.retention_max_bytes is not None
+                ):
                     connections.start_soon(self._apply_retention)
                 resumed = None
-                if self._config.resume_interrupted:
+                if self._config.storage.resume_interrupted:
                     resumed = InterruptedSessions(self._state, connections)
                     connections.start_soon(resumed.start)
                 with self._accepting:
@@ -255,8 +255,8 @@ class _Server:
                     await apply_retention(
                         self._state.store,
                         self._state.quotas,
-                        max_age_days=self._config.retention_days,
-                        max_bytes=self._config.retention_max_bytes,
+                        max_age_days=self._config.storage.retention_days,
+                        max_bytes=self._config.storage.retention_max_bytes,
                     )
                 except Exception:
                     _log.exception("applying the retention policy failed")
@@ -278,7 +278,7 @@ class _Server:
         Sockets that never finish a request (or idle at it) then cost a fixed number of
         descriptors, and a client that sends its request promptly still gets in.
         """
-        while len(self._handshaking) >= self._config.max_pending_connections:
+        while len(self._handshaking) >= self._config.limits.max_pending_connections:
             oldest = self._handshaking.pop(next(iter(self._handshaking)))
             oldest.evicted = True
             oldest.scope.cancel()
@@ -376,7 +376,7 @@ class _Server:
             else:
                 await self._send_reply(stream, http, _json_reply(200, {"service": _SERVICE, "live": True}))
             return None
-        if target.path != self._config.path:
+        if target.path != self._config.network.path:
             not_found = {"error": {"code": "NOT_FOUND", "message": "not found"}}
             await self._send_reply(stream, http, _json_reply(404, not_found))
             return None
@@ -390,7 +390,7 @@ class _Server:
             await trio.sleep(self._throttle.record_failure(_peer_address(stream)))
             await self._send_reply(stream, http, _text_reply(403, "forbidden"))
             return None
-        if self._upgraded >= self._config.max_connections:
+        if self._upgraded >= self._config.limits.max_connections:
             await self._send_reply(stream, http, _text_reply(503, "too many connections"))
             return None
         key = _valid_handshake(request)
@@ -409,7 +409,7 @@ class _Server:
         origins = _header(request, b"origin")
         if not origins:
             return True
-        allowed = {origin.encode("utf-8") for origin in self._config.allowed_origins}
+        allowed = {origin.encode("utf-8") for origin in self._config.network.allowed_origins}
         return len(origins) == 1 and origins[0] in allowed
 
     async def _accept_upgrade(self, stream: trio.SocketStream, http: h11.Connection, key: bytes) -> bytes:
@@ -432,9 +432,9 @@ class _Server:
         driver = WebSocketDriver(
             stream,
             upgrade.trailing,
-            max_message_bytes=self._config.max_message_bytes,
-            stall_seconds=self._config.outbound_stall_ms / 1000,
-            close_grace_seconds=self._config.close_grace_ms / 1000,
+            max_message_bytes=self._config.limits.max_message_bytes,
+            stall_seconds=self._config.limits.outbound_stall_ms / 1000,
+            close_grace_seconds=self._config.limits.close_grace_ms / 1000,
         )
         self._websockets.add(driver)
         try:
@@ -487,7 +487,7 @@ class _Server:
     async def _check_ready(self) -> bool:
         try:
             await self._state.store.current_time()
-            readiness = self._config.readiness_path
+            readiness = self._config.network.readiness_path
             if readiness is not None:
                 path = os.path.join(self._state.root, readiness)
                 return await trio.to_thread.run_sync(os.path.exists, path)
@@ -513,53 +513,72 @@ async def serve(
         ValueError: a setting checked before binding is invalid (§2.2, §9.1).
         OSError: the address cannot be bound.
     """
+    await serve_with_hooks(config, ServerHooks(), task_status=task_status)
+
+
+async def serve_with_hooks(
+    config: ServerConfig,
+    hooks: ServerHooks,
+    *,
+    task_status: trio.TaskStatus[ServerHandle] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """:func:`serve` with ``hooks`` in place of the real runtime, clock and ids: tests' entry."""
     if not isinstance(config, ServerConfig):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise TypeError("config must be a ServerConfig")
     root = config.check_serving()
-    tokens = config.configured_tokens()
+    tokens = config.network.configured_tokens()
     generated = None
     if tokens is None:
         generated = generate_token()
         tokens = {DEFAULT_PRINCIPAL: generated}
     authenticator = Authenticator(tokens)
     _raise_descriptor_limit(config)
-    store, owned, persistent = await _choose_store(config, root)
+    store, owned, persistent = await _choose_store(config, root, hooks)
     try:
         if owned:
             await store.__aenter__()  # opens the file now, so a bad path fails before binding
-        listeners = await trio.open_tcp_listeners(config.port, host=config.host)
+        listeners = await trio.open_tcp_listeners(config.network.port, host=config.network.host)
         # Only a store in a local file has a disk whose free space the server can check.
         sqlite = store if isinstance(store, SqliteSessionStore) else None
         storage = None if sqlite is None else await trio.to_thread.run_sync(_directory_of, sqlite.path)
         state = ServerState(
-            config=config, root=root, store=store, persistent=persistent, storage_directory=storage
+            config=config,
+            root=root,
+            store=store,
+            hooks=hooks,
+            persistent=persistent,
+            storage_directory=storage,
         )
         if state.quotas.counting:
             await state.quotas.measure(store)  # once: later appends are counted as they are recorded
         server = _Server(config, state, listeners, authenticator)
         port = listeners[0].socket.getsockname()[1]
-        token = generated if generated is not None else config.auth_token
-        task_status.started(ServerHandle(_url(config.host, port, config.path), port, token, server))
+        token = generated if generated is not None else config.network.auth_token
+        task_status.started(
+            ServerHandle(_url(config.network.host, port, config.network.path), port, token, server)
+        )
         await server.run()
     finally:
         if owned:
             await store.aclose()
 
 
-async def _choose_store(config: ServerConfig, root: str) -> tuple[SessionStore, bool, bool]:
+async def _choose_store(
+    config: ServerConfig, root: str, hooks: ServerHooks
+) -> tuple[SessionStore, bool, bool]:
     """The sessions' store, whether the server owns (opens and closes) it, and whether it persists.
 
     A given ``session_store`` is used as it is; otherwise ``persistence`` opens SQLite at
     ``db_path`` (or the default file), and without persistence sessions live in a
     :class:`MemorySessionStore` that ``session/restore`` may not read (§4).
     """
-    if config.session_store is not None:
-        return config.session_store, False, True
-    if config.database_url is not None:
-        return postgres_store(config.database_url), True, True
-    if not config.persistence:
-        return MemorySessionStore(now=config.now), True, False
-    path = config.db_path if config.db_path is not None else default_db_path(root)
+    if config.storage.session_store is not None:
+        return config.storage.session_store, False, True
+    if config.storage.database_url is not None:
+        return postgres_store(config.storage.database_url), True, True
+    if not config.storage.persistence:
+        return MemorySessionStore(now=hooks.now), True, False
+    path = config.storage.db_path if config.storage.db_path is not None else default_db_path(root)
     await trio.to_thread.run_sync(_prepare_db, path)
     return SqliteSessionStore(path), True, True
 
@@ -597,8 +616,13 @@ def _raise_descriptor_limit(config: ServerConfig) -> None:
     live session fit under the limit, so an idle-socket flood meets the handshake cap and
     never ``EMFILE`` at ``accept``. Where the hard limit is lower, the shortfall is logged.
     """
-    adapters = config.max_sessions if config.workspace_adapter is not None else 0
-    needed = config.max_connections + config.max_pending_connections + adapters + _DESCRIPTOR_HEADROOM
+    adapters = config.limits.max_sessions if config.workspace.workspace_adapter is not None else 0
+    needed = (
+        config.limits.max_connections
+        + config.limits.max_pending_connections
+        + adapters
+        + _DESCRIPTOR_HEADROOM
+    )
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
         target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
@@ -614,36 +638,3 @@ def _raise_descriptor_limit(config: ServerConfig) -> None:
                 soft,
                 needed,
             )
-
-
-EMBEDDED_IDLE_MS: Final = 24 * 3600 * 1000
-"""How long an embedded server (``chat``, ``acp``) keeps a session waiting for its prompt: its one
-user may think longer than the five minutes of a shared server, and the conversation lives in it."""
-
-
-def private_config(config: ServerConfig) -> ServerConfig:
-    """``config`` made private to this process: loopback, any free port, no configured token
-    (``serve`` then generates one and hands it out only on its handle), no readiness file."""
-    return dataclasses.replace(
-        config,
-        host="127.0.0.1",
-        port=0,
-        auth_token=None,
-        auth_tokens=None,
-        allowed_origins=(),
-        allow_plaintext_remote=False,
-        readiness_path=None,
-    )
-
-
-@asynccontextmanager
-async def embedded_server(config: ServerConfig) -> AsyncGenerator[ServerHandle]:
-    """Serve :func:`private_config` of ``config`` for this process's own clients (``demo``,
-    ``chat``, ``acp``); leaving closes it, also when the caller is cancelled."""
-    async with trio.open_nursery() as nursery:
-        handle: ServerHandle = await nursery.start(serve, private_config(config))
-        try:
-            yield handle
-        finally:
-            with trio.CancelScope(shield=True):
-                await handle.aclose()

@@ -110,13 +110,13 @@ async def open_adapter(config: ServerConfig, workspace: str) -> LocalWorkspace |
             image is not pinned, the copy is over the disk limit …; the message says why).
         LocalWorkspaceError: any other failure to open a local adapter (answered ``-32603``).
     """
-    if config.workspace_adapter is None:
+    if config.workspace.workspace_adapter is None:
         return None
-    if config.workspace_adapter == "sandbox":
-        assert config.sandbox_engine is not None
+    if config.workspace.workspace_adapter == "sandbox":
+        assert config.workspace.sandbox_engine is not None
         try:
             return await SandboxWorkspace.create(
-                workspace, engine=config.sandbox_engine, limits=config.sandbox_limits
+                workspace, engine=config.workspace.sandbox_engine, limits=config.limits.sandbox_limits
             )
         except SandboxError as error:
             if error.code == SANDBOX_SOURCE_INVALID:
@@ -133,7 +133,7 @@ async def open_adapter(config: ServerConfig, workspace: str) -> LocalWorkspace |
         if error.code in (WORKSPACE_NOT_FOUND, WORKSPACE_NOT_A_DIRECTORY):
             raise InvalidParamsError(_WORKSPACE_MISSING) from None
         raise
-    if config.allow_host_effects:
+    if config.workspace.allow_host_effects:
         # The operator's explicit, unsafe opt-in: writes and commands act on the host.
         declare_isolation(local, "unsafe-host")
     return local
@@ -145,9 +145,9 @@ def load_manifest(config: ServerConfig, workspace: str, task_id: str) -> TaskMan
     Raises:
         AcpError: ``-32602`` (``ManifestRefusedError`` from the default reader).
     """
-    if config.load_manifest is not None:
-        return config.load_manifest(workspace, task_id)
-    return read_task_manifest(workspace, task_id, tasks_dir=config.tasks_dir, task_base=config.task_base)
+    if config.workspace.load_manifest is not None:
+        return config.workspace.load_manifest(workspace, task_id)
+    return read_task_manifest(workspace, task_id, tasks_dir=config.workspace.tasks_dir, task_base=config.workspace.task_base)
 
 
 async def build_session(
@@ -164,10 +164,10 @@ async def build_session(
     context = ToolProviderContext(
         session_id=session_id, workspace=workspace, task_id=task_id, model=model_name
     )
-    offered: list[Tool[Any]] = list(config.tools(context))
-    local = config.workspace_adapter is not None
+    offered: list[Tool[Any]] = list(config.workspace.tools(context))
+    local = config.workspace.workspace_adapter is not None
     # The same rule that makes the session's workspace declared isolated (open_adapter).
-    isolated = config.effects_admitted
+    isolated = config.workspace.effects_admitted
     tools = await trio.to_thread.run_sync(
         lambda: admit_tools(offered, workspace, workspace_adapter=local, effects_admitted=isolated)
     )

@@ -74,7 +74,7 @@ class SessionManager:
         principal: str,
         operator: bool = True,
     ) -> None:
-        self.owner_id: Final = state.config.new_id("connection")
+        self.owner_id: Final = state.hooks.new_id("connection")
         self._sessions: dict[str, Session] = {}
         self._link = Link(send)
         self._admission = Admission(state, principal=principal, operator=operator)

@@ -10,7 +10,7 @@ from typing import Final
 
 import trio
 
-from agent_server._config import ServerConfig
+from agent_server._config import ServerConfig, ServerHooks
 from agent_server._errors import ServerSessionLimitError, StorageFullError
 from agent_server._quotas import PrincipalQuotas
 from harness_kernel.store import SessionStore
@@ -36,6 +36,7 @@ class ServerState:
     config: ServerConfig
     root: str
     store: SessionStore
+    hooks: ServerHooks = field(default_factory=ServerHooks)
     persistent: bool = True
     storage_directory: str | None = None
     active_session_ids: set[str] = field(default_factory=set[str])
@@ -58,7 +59,7 @@ class ServerState:
         Raises:
             AcpError: ``-32014`` when ``max_sessions`` sessions are live.
         """
-        if self.live_sessions >= self.config.max_sessions:
+        if self.live_sessions >= self.config.limits.max_sessions:
             raise ServerSessionLimitError()
         self.live_sessions += 1
 
@@ -73,7 +74,7 @@ class ServerState:
             AcpError: ``-32015`` when the disk is too full.
         """
         directory = self.storage_directory
-        floor = self.config.min_free_disk_bytes
+        floor = self.config.storage.min_free_disk_bytes
         if directory is None or floor == 0:
             return
         free = await self._free_space(directory)

@@ -36,7 +36,16 @@ from faults.crash_harness import (
 )
 from faults.kernel_crash_trials import remove_database
 
-from agent_server import ServerConfig, ServerHandle, serve
+from agent_server import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    ServerHandle,
+    StorageConfig,
+    WorkspaceConfig,
+    serve,
+)
 from agent_server.client import (
     AcpClient,
     AcpClientError,
@@ -171,11 +180,11 @@ async def check_restore(root: Path, db: Path, log: Log) -> list[str]:
     problems: list[str] = []
     store = SqliteSessionStore(db, now=lambda: later)
     config = ServerConfig(
-        port=0,
-        workspace_root=str(root),
-        session_store=store,
-        models={MODEL: FakeModel},
-        session_lease_ms=1000,
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(session_store=store),
+        model=ModelConfig(models={MODEL: FakeModel}),
+        workspace=WorkspaceConfig(workspace_root=str(root)),
+        limits=LimitsConfig(session_lease_ms=1000),
     )
     async with store, trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)

@@ -16,7 +16,17 @@ import trio
 from faults.crash_harness import mark_tool
 from faults.kernel_crash_workloads import Report, SelfKill, scripted_turns
 
-from agent_server import ServerConfig, ServerHandle, ToolProviderContext, serve
+from agent_server import (
+    LimitsConfig,
+    ModelConfig,
+    NetworkConfig,
+    ServerConfig,
+    ServerHandle,
+    StorageConfig,
+    ToolProviderContext,
+    WorkspaceConfig,
+    serve,
+)
 from harness_kernel.events import Event
 from harness_kernel.models import FakeModel
 from harness_kernel.store import SequencedEvent, SqliteSessionStore
@@ -62,12 +72,11 @@ async def _server_main(params: dict[str, Any], report: Report) -> None:
 
     store = _KillableStore(params["db"], kill)
     config = ServerConfig(
-        port=0,
-        workspace_root=params["root"],
-        session_store=store,
-        tools=tools,
-        models={MODEL: model},
-        session_lease_ms=1000,
+        network=NetworkConfig(port=0),
+        storage=StorageConfig(session_store=store),
+        model=ModelConfig(models={MODEL: model}),
+        workspace=WorkspaceConfig(workspace_root=params["root"], tools=tools),
+        limits=LimitsConfig(session_lease_ms=1000),
     )
     async with store, trio.open_nursery() as nursery:
         handle: ServerHandle = await nursery.start(serve, config)
