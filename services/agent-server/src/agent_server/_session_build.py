@@ -147,7 +147,9 @@ def load_manifest(config: ServerConfig, workspace: str, task_id: str) -> TaskMan
     """
     if config.workspace.load_manifest is not None:
         return config.workspace.load_manifest(workspace, task_id)
-    return read_task_manifest(workspace, task_id, tasks_dir=config.workspace.tasks_dir, task_base=config.workspace.task_base)
+    return read_task_manifest(
+        workspace, task_id, tasks_dir=config.workspace.tasks_dir, task_base=config.workspace.task_base
+    )
 
 
 async def build_session(
